@@ -1,0 +1,9 @@
+package main
+
+// commands lists every top-level subcommand. Each entry's implementation
+// lives in its own file named after it.
+func commands() []command {
+	return []command{
+		{name: "version", summary: "print fluffy's version and the plugin API range", run: runVersion},
+	}
+}

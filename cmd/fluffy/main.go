@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Version is the fluffy release; overridden at link time by `make build`.
+var Version = "0.1.0-dev"
+
+// env is what every subcommand receives instead of reaching for globals.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	log    hclog.Logger
+	// home is $FLUFFY_HOME (default ~/.fluffy).
+	home string
+	// getenv is os.Getenv in production; tests substitute a map.
+	getenv func(string) string
+	// isTTY reports whether stdin is an interactive terminal.
+	isTTY bool
+}
+
+// command is one top-level subcommand. Each lives in its own file and is
+// listed in commands().
+type command struct {
+	name    string
+	summary string
+	run     func(e *env, args []string) error
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], newEnv()))
+}
+
+func newEnv() *env {
+	e := &env{
+		stdin:  os.Stdin,
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		getenv: os.Getenv,
+		isTTY:  stdinIsTTY(),
+	}
+	e.log = hclog.New(&hclog.LoggerOptions{
+		Name:   "fluffy",
+		Level:  hclog.LevelFromString(envOr(e.getenv, "FLUFFY_LOG_LEVEL", "warn")),
+		Output: os.Stderr,
+	})
+	e.home = fluffyHome(e.getenv)
+	return e
+}
+
+func envOr(get func(string) string, key, def string) string {
+	if v := get(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func fluffyHome(get func(string) string) string {
+	if h := get("FLUFFY_HOME"); h != "" {
+		return h
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".fluffy")
+	}
+	return ".fluffy"
+}
+
+func stdinIsTTY() bool {
+	fi, err := os.Stdin.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// run dispatches args and returns the process exit code: 0 success, 1 a
+// reported failure, 2 a usage error.
+func run(args []string, e *env) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(e.stdout, cmds)
+		return 0
+	}
+	for _, c := range cmds {
+		if c.name == args[0] {
+			if err := c.run(e, args[1:]); err != nil {
+				return report(e, err)
+			}
+			return 0
+		}
+	}
+	return report(e, uerr.New("USAGE", fmt.Sprintf("unknown command %q", args[0]),
+		"fluffy does not have a subcommand by that name",
+		"run `fluffy help` to list the commands"))
+}
+
+// exitCoder lets a command choose its exit status (e.g. conformance: 1 when a
+// MUST fails) while still printing a structured error.
+type exitCoder interface{ ExitCode() int }
+
+func report(e *env, err error) int {
+	ue := uerr.From(err)
+	fmt.Fprint(e.stderr, ue.Render())
+	e.log.Debug("command failed", "error", err)
+	if ec, ok := err.(exitCoder); ok {
+		return ec.ExitCode()
+	}
+	if ue.Code == "USAGE" {
+		return 2
+	}
+	return 1
+}
+
+func usage(w io.Writer, cmds []command) {
+	fmt.Fprintln(w, "fluffy — a zero-trust, vendor-agnostic AI programming CLI")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: fluffy <command> [arguments]")
+	fmt.Fprintln(w)
+	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
+	width := 0
+	for _, c := range cmds {
+		width = max(width, len(c.name))
+	}
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
+	}
+}
+
+// usageErr builds the structured error for bad arguments.
+func usageErr(cmd, what, fix string) error {
+	return uerr.New("USAGE", what, "the arguments to `fluffy "+cmd+"` are not valid", fix)
+}
+
+// subcommands dispatches `fluffy <parent> <sub> ...` for commands that have
+// their own verbs (plugin, policy, audit, ...).
+func subcommands(e *env, parent string, args []string, subs map[string]func(*env, []string) error) error {
+	names := make([]string, 0, len(subs))
+	for n := range subs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(args) == 0 {
+		return usageErr(parent, "missing subcommand", "use one of: "+strings.Join(names, ", "))
+	}
+	f, ok := subs[args[0]]
+	if !ok {
+		return usageErr(parent, fmt.Sprintf("unknown subcommand %q", args[0]), "use one of: "+strings.Join(names, ", "))
+	}
+	return f(e, args[1:])
+}
