@@ -1,0 +1,70 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+)
+
+// Limits are the resource limits of one sandbox (seed 000 templates).
+type Limits struct {
+	MemoryBytes int64
+	CPUs        float64
+	Pids        int
+	Timeout     time.Duration
+}
+
+// LaunchSpec is everything a launcher needs to start one plugin instance.
+type LaunchSpec struct {
+	Name    string
+	Version string
+	Kind    string
+	// Binary is the absolute host path of the plugin's entry binary.
+	Binary string
+	// Template is the L2 template name from the manifest (or its kind default).
+	Template string
+	Limits   Limits
+	// Workspace is the host path of the project; plugins see it read-only.
+	Workspace string
+	// OutDir is the host path of this instance's output directory.
+	OutDir     string
+	SessionID  string
+	InstanceID string
+	// KernelID identifies the running kernel; used to label and reap.
+	KernelID string
+	// Network lists host:port pairs a provider may reach through the proxy.
+	Network []string
+}
+
+// Launched tells the caller how the plugin sees its mounts and how to undo
+// whatever the launcher set up.
+type Launched struct {
+	// Workspace and OutDir as seen from inside the plugin.
+	Workspace string
+	OutDir    string
+	// Cleanup releases everything the launcher created. It is idempotent and
+	// safe to call after the plugin exited.
+	Cleanup func()
+}
+
+// Subprocess launches plugins as plain child processes with an empty
+// environment. It is the launcher before (and, with --sandbox=none, instead
+// of) L2 containers.
+type Subprocess struct{}
+
+// Prepare implements the supervisor's launcher contract.
+func (Subprocess) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientConfig) (Launched, error) {
+	if _, err := os.Stat(spec.Binary); err != nil {
+		return Launched{}, fmt.Errorf("launch %s: %w", spec.Name, err)
+	}
+	cmd := exec.Command(spec.Binary)
+	cmd.Dir = spec.Workspace
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "FLUFFY_WORKSPACE=" + spec.Workspace, "FLUFFY_OUT=" + spec.OutDir}
+	cfg.Cmd = cmd
+	cfg.SkipHostEnv = true
+	return Launched{Workspace: spec.Workspace, OutDir: spec.OutDir, Cleanup: func() {}}, nil
+}
