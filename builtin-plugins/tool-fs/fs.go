@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/pluginsdk"
+	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+const (
+	defaultReadLimit = 1 << 20  // bytes returned by fs.read unless asked otherwise
+	maxReadLimit     = 8 << 20  // hard cap
+	maxWriteBytes    = 16 << 20 // largest content fs.write accepts
+	maxListEntries   = 5000
+)
+
+func newToolSet(logger hclog.Logger) *pluginsdk.ToolSet {
+	return &pluginsdk.ToolSet{
+		Name:    "tool-fs",
+		Version: version,
+		Logger:  logger,
+		Specs: []pluginsdk.ToolSpec{
+			{Def: tool.Def{Name: "fs.read", Summary: "Read a project file (text), optionally a line range", Parameters: json.RawMessage(schemaRead)}, Handler: fsRead},
+			{Def: tool.Def{Name: "fs.list", Summary: "List a project directory", Parameters: json.RawMessage(schemaList)}, Handler: fsList},
+			{Def: tool.Def{Name: "fs.exists", Summary: "Tell whether a project path exists and what it is", Parameters: json.RawMessage(schemaExists)}, Handler: fsExists},
+			{Def: tool.Def{Name: "fs.write", Summary: "Propose new content for a project file (delivered as a patch for review)", Parameters: json.RawMessage(schemaWrite), OutputMode: tool.OutputPatch}, Handler: fsWrite},
+		},
+	}
+}
+
+const (
+	schemaRead   = `{"type":"object","properties":{"path":{"type":"string","minLength":1},"offset":{"type":"integer","minimum":0},"limit":{"type":"integer","minimum":1}},"required":["path"],"additionalProperties":false}`
+	schemaList   = `{"type":"object","properties":{"path":{"type":"string"},"recursive":{"type":"boolean"}},"additionalProperties":false}`
+	schemaExists = `{"type":"object","properties":{"path":{"type":"string","minLength":1}},"required":["path"],"additionalProperties":false}`
+	schemaWrite  = `{"type":"object","properties":{"path":{"type":"string","minLength":1},"content":{"type":"string"},"expected_sha256":{"type":"string"},"delete":{"type":"boolean"}},"required":["path"],"additionalProperties":false}`
+)
+
+// decode unmarshals args strictly: unknown fields are an error.
+func decode(toolName string, args json.RawMessage, v any) error {
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(args)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return uerr.Wrap(err, "TOOL_ARGS_INVALID", fmt.Sprintf("arguments to %s do not match its schema", toolName),
+			err.Error(), "send a JSON object with the documented fields and types")
+	}
+	return nil
+}
+
+// cleanRel validates a project-relative path and returns it cleaned and
+// slash-separated ("." for the root).
+func cleanRel(p string) (string, error) {
+	if p == "" {
+		return ".", nil
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", uerr.New("FS_PATH_INVALID", "path contains a NUL byte", "NUL cannot appear in file names", "send a plain relative path")
+	}
+	p = filepath.ToSlash(p)
+	if path.IsAbs(p) || filepath.IsAbs(p) || (len(p) > 1 && p[1] == ':') {
+		return "", uerr.New("FS_PATH_ABSOLUTE", fmt.Sprintf("path %q is absolute", p),
+			"tools only see the project, addressed by paths relative to its root", "use a path relative to the project root, e.g. \"src/main.go\"")
+	}
+	c := path.Clean(p)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", uerr.New("FS_PATH_ESCAPES", fmt.Sprintf("path %q leaves the project root", p),
+			"`..` would reach outside the project, which tools may not see", "use a path inside the project")
+	}
+	return c, nil
+}
+
+// openRoot opens the workspace as an os.Root, which refuses any traversal
+// (including through symlinks) that leaves it.
+func openRoot(tc *pluginsdk.ToolContext) (*os.Root, error) {
+	if tc.Workspace == "" {
+		return nil, uerr.New("FS_NOT_CONFIGURED", "tool-fs has no workspace", "the kernel did not send a workspace in Configure", "this is a kernel bug; report it")
+	}
+	r, err := os.OpenRoot(tc.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", tc.Workspace, err)
+	}
+	return r, nil
+}
+
+// fsErr turns an os error on a confined path into a structured error.
+func fsErr(rel string, err error) error {
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return uerr.Wrap(err, "FS_NOT_FOUND", fmt.Sprintf("%s does not exist", rel), "no file or directory at that path in the project", "check the path with fs.list")
+	case errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes"):
+		return uerr.Wrap(err, "FS_PATH_ESCAPES", fmt.Sprintf("path %q leaves the project root", rel), "it goes through a symlink that points outside the project", "use a path whose target is inside the project")
+	case strings.Contains(err.Error(), "path escapes from parent"):
+		return uerr.Wrap(err, "FS_PATH_ESCAPES", fmt.Sprintf("path %q leaves the project root", rel), "it goes through a symlink that points outside the project", "use a path whose target is inside the project")
+	case errors.Is(err, fs.ErrPermission):
+		return uerr.Wrap(err, "FS_PERMISSION", fmt.Sprintf("%s is not readable", rel), err.Error(), "check the file's permissions")
+	}
+	return fmt.Errorf("%s: %w", rel, err)
+}
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+type readArgs struct {
+	Path   string `json:"path"`
+	Offset int    `json:"offset"`
+	Limit  int    `json:"limit"`
+}
+
+type readResult struct {
+	Path      string `json:"path"`
+	Content   string `json:"content"`
+	SHA256    string `json:"sha256"`
+	Size      int64  `json:"size"`
+	Truncated bool   `json:"truncated"`
+}
+
+func fsRead(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (any, error) {
+	var a readArgs
+	if err := decode("fs.read", raw, &a); err != nil {
+		return nil, err
+	}
+	rel, err := cleanRel(a.Path)
+	if err != nil {
+		return nil, err
+	}
+	root, err := openRoot(tc)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, fsErr(rel, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fsErr(rel, err)
+	}
+	if st.IsDir() {
+		return nil, uerr.New("FS_IS_DIR", fmt.Sprintf("%s is a directory", rel), "fs.read reads files", "use fs.list for directories")
+	}
+	limit := a.Limit
+	if limit <= 0 {
+		limit = defaultReadLimit
+	}
+	limit = min(limit, maxReadLimit)
+	if a.Offset > 0 {
+		if _, err := f.Seek(int64(a.Offset), io.SeekStart); err != nil {
+			return nil, fsErr(rel, err)
+		}
+	}
+	buf, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return nil, fsErr(rel, err)
+	}
+	res := readResult{Path: rel, Size: st.Size()}
+	if len(buf) > limit {
+		buf, res.Truncated = buf[:limit], true
+	}
+	res.Content = string(buf)
+	if a.Offset == 0 && !res.Truncated {
+		res.SHA256 = sum(buf)
+	}
+	return res, nil
+}
+
+type listEntry struct {
+	Path string `json:"path"`
+	Type string `json:"type"` // file | dir | symlink | other
+	Size int64  `json:"size"`
+}
+
+func entryType(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "dir"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m.IsRegular():
+		return "file"
+	}
+	return "other"
+}
+
+func fsList(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (any, error) {
+	var a struct {
+		Path      string `json:"path"`
+		Recursive bool   `json:"recursive"`
+	}
+	if err := decode("fs.list", raw, &a); err != nil {
+		return nil, err
+	}
+	rel, err := cleanRel(a.Path)
+	if err != nil {
+		return nil, err
+	}
+	root, err := openRoot(tc)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	st, err := root.Stat(rel)
+	if err != nil {
+		return nil, fsErr(rel, err)
+	}
+	if !st.IsDir() {
+		return nil, uerr.New("FS_NOT_DIR", fmt.Sprintf("%s is not a directory", rel), "fs.list lists directories", "use fs.read for files")
+	}
+	var out []listEntry
+	truncated := false
+	walkErr := fs.WalkDir(root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == rel {
+			return nil
+		}
+		if len(out) >= maxListEntries {
+			truncated = true
+			return fs.SkipAll
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, listEntry{Path: p, Type: entryType(info.Mode()), Size: info.Size()})
+		if d.IsDir() && (!a.Recursive || d.Name() == ".git") {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	if walkErr != nil {
+		return nil, fsErr(rel, walkErr)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return map[string]any{"path": rel, "entries": out, "truncated": truncated}, nil
+}
+
+func fsExists(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (any, error) {
+	var a struct {
+		Path string `json:"path"`
+	}
+	if err := decode("fs.exists", raw, &a); err != nil {
+		return nil, err
+	}
+	rel, err := cleanRel(a.Path)
+	if err != nil {
+		return nil, err
+	}
+	root, err := openRoot(tc)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	st, err := root.Lstat(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]any{"path": rel, "exists": false}, nil
+	}
+	if err != nil {
+		return nil, fsErr(rel, err)
+	}
+	if st.Mode()&fs.ModeSymlink != 0 {
+		// A symlink "exists" only if it resolves inside the root.
+		if _, err := root.Stat(rel); err != nil {
+			return nil, fsErr(rel, err)
+		}
+	}
+	return map[string]any{"path": rel, "exists": true, "type": entryType(st.Mode())}, nil
+}
+
+type writeArgs struct {
+	Path           string  `json:"path"`
+	Content        *string `json:"content"`
+	ExpectedSHA256 string  `json:"expected_sha256"`
+	Delete         bool    `json:"delete"`
+}
+
+// fsWrite computes the change against the read-only workspace and leaves it
+// in <out>/<operation>/. The project itself is never written.
+func fsWrite(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (any, error) {
+	var a writeArgs
+	if err := decode("fs.write", raw, &a); err != nil {
+		return nil, err
+	}
+	if a.Content == nil && !a.Delete {
+		return nil, uerr.New("TOOL_ARGS_INVALID", "fs.write needs content or delete", "neither field was set", `send {"path": ..., "content": "..."} or {"path": ..., "delete": true}`)
+	}
+	if a.Content != nil && len(*a.Content) > maxWriteBytes {
+		return nil, uerr.New("FS_TOO_LARGE", fmt.Sprintf("content for %s is %d bytes", a.Path, len(*a.Content)), fmt.Sprintf("fs.write accepts at most %d bytes", maxWriteBytes), "split the file or write it in parts")
+	}
+	rel, err := cleanRel(a.Path)
+	if err != nil {
+		return nil, err
+	}
+	if rel == "." {
+		return nil, uerr.New("FS_IS_DIR", "cannot write the project root", "the path names the root directory", "name a file inside the project")
+	}
+	root, err := openRoot(tc)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	old, err := root.ReadFile(rel)
+	exists := true
+	if errors.Is(err, fs.ErrNotExist) {
+		old, exists = nil, false
+		// A missing file is fine, but its parent must not escape through a symlink.
+		if dir := path.Dir(rel); dir != "." {
+			if _, perr := root.Stat(dir); perr != nil && !errors.Is(perr, fs.ErrNotExist) {
+				return nil, fsErr(rel, perr)
+			}
+		}
+	} else if err != nil {
+		return nil, fsErr(rel, err)
+	}
+	before := ""
+	if exists {
+		before = sum(old)
+	}
+	if a.ExpectedSHA256 != "" && a.ExpectedSHA256 != before {
+		return nil, uerr.New("STALE_FILE", fmt.Sprintf("%s changed since it was read", rel),
+			fmt.Sprintf("expected content hash %s, the project now has %s", short(a.ExpectedSHA256), short(before)),
+			"read the file again and redo the edit on its current content")
+	}
+	if tc.OutDir == "" {
+		return nil, uerr.New("FS_NOT_CONFIGURED", "tool-fs has no output directory", "the kernel did not send out_dir in Configure", "this is a kernel bug; report it")
+	}
+	op := tc.Call.OperationID
+	if op == "" {
+		op = tc.Call.ID
+	}
+	if op == "" || strings.ContainsAny(op, `/\`) || op == "." || op == ".." {
+		return nil, uerr.New("TOOL_ARGS_INVALID", fmt.Sprintf("operation id %q is not usable as a directory name", op), "the kernel must send a plain operation id", "this is a kernel bug; report it")
+	}
+	opDir := filepath.Join(tc.OutDir, op)
+	if err := os.MkdirAll(opDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output dir: %w", err)
+	}
+	ch := tool.FileChange{Path: rel, SHA256Before: before}
+	var newContent []byte
+	if a.Delete {
+		if !exists {
+			return nil, uerr.New("FS_NOT_FOUND", fmt.Sprintf("%s does not exist", rel), "there is nothing to delete", "check the path with fs.exists")
+		}
+		ch.Delete = true
+	} else {
+		newContent = []byte(*a.Content)
+		ch.SHA256After = sum(newContent)
+	}
+	artifactBase := fmt.Sprintf("%03d-%s", len(entriesIn(opDir)), strings.ReplaceAll(rel, "/", "__"))
+	mode := tool.OutputPatch
+	var data []byte
+	if d, err := patch.Unified(rel, old, newContent); err == nil {
+		data = []byte(d)
+		artifactBase += ".patch"
+	} else {
+		mode = tool.OutputFull
+		data = newContent
+		artifactBase += ".full"
+	}
+	ch.Mode = mode
+	ch.Artifact = path.Join(op, artifactBase)
+	if err := os.WriteFile(filepath.Join(opDir, artifactBase), data, 0o644); err != nil {
+		return nil, fmt.Errorf("write artifact: %w", err)
+	}
+	tc.AddChange(ch)
+	added, removed := 0, 0
+	if mode == tool.OutputPatch {
+		added, removed = patch.Stats(string(data))
+	}
+	return map[string]any{"path": rel, "mode": mode, "artifact": ch.Artifact, "sha256_before": before, "sha256_after": ch.SHA256After, "lines_added": added, "lines_removed": removed, "created": !exists}, nil
+}
+
+func entriesIn(dir string) []os.DirEntry {
+	es, _ := os.ReadDir(dir)
+	return es
+}
+
+func short(s string) string {
+	if s == "" {
+		return "(none: file absent)"
+	}
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

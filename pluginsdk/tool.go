@@ -1,0 +1,143 @@
+package pluginsdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/plugins/base"
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// ServeTool serves a tool plugin. It blocks until the kernel disconnects.
+func ServeTool(impl tool.Plugin, opts ...Option) {
+	o := buildOptions(impl.Info().Name, opts)
+	serve(tool.PluginSets(impl, o.versions), o)
+}
+
+// Handler runs one tool. It returns a JSON-marshalable output, or an error:
+// a *uerr.Error is a tool-level failure the AI sees; any other error is
+// reported as TOOL_FAILED with its text.
+type Handler func(ctx context.Context, tc *ToolContext, args json.RawMessage) (any, error)
+
+// ToolSpec is one tool with its handler.
+type ToolSpec struct {
+	tool.Def
+	Handler Handler
+}
+
+// ToolSet implements tool.Plugin from a list of ToolSpecs.
+type ToolSet struct {
+	Name    string
+	Version string
+	Specs   []ToolSpec
+	// APIVersions defaults to every version the kernel supports.
+	APIVersions []int
+	// OnConfigure, if set, runs after the kernel's Configure.
+	OnConfigure func(ctx context.Context, cfg base.Config, kernel base.KernelClient) error
+	Logger      hclog.Logger
+
+	mu     sync.RWMutex
+	cfg    base.Config
+	kernel base.KernelClient
+}
+
+// ToolContext is what a Handler gets besides its arguments.
+type ToolContext struct {
+	Call tool.Call
+	// Workspace is the read-only project root; OutDir is where writes go.
+	Workspace string
+	OutDir    string
+	Kernel    base.KernelClient // nil when the kernel offered none
+	Logger    hclog.Logger
+	report    func(tool.Progress)
+	changes   []tool.FileChange
+}
+
+// Progress reports progress (shown to the user under API v2).
+func (c *ToolContext) Progress(msg string, fraction float64) {
+	c.report(tool.Progress{Message: msg, Fraction: fraction})
+}
+
+// AddChange records a write proposed through the output directory.
+func (c *ToolContext) AddChange(ch tool.FileChange) { c.changes = append(c.changes, ch) }
+
+func (s *ToolSet) Info() base.Info {
+	vs := s.APIVersions
+	if len(vs) == 0 {
+		vs = base.SupportedAPIVersions()
+	}
+	return base.Info{Name: s.Name, Kind: base.KindTool, Version: s.Version, APIVersions: vs}
+}
+
+func (s *ToolSet) Configure(ctx context.Context, cfg base.Config, kernel base.KernelClient) error {
+	s.mu.Lock()
+	s.cfg, s.kernel = cfg, kernel
+	s.mu.Unlock()
+	if s.OnConfigure != nil {
+		return s.OnConfigure(ctx, cfg, kernel)
+	}
+	return nil
+}
+
+func (s *ToolSet) Health(context.Context) error { return nil }
+
+func (s *ToolSet) Tools(context.Context) ([]tool.Def, error) {
+	out := make([]tool.Def, len(s.Specs))
+	for i, t := range s.Specs {
+		d := t.Def
+		if d.OutputMode == "" {
+			d.OutputMode = tool.OutputPatch
+		}
+		if d.Lifetime == "" {
+			d.Lifetime = tool.LifetimeSession
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+func (s *ToolSet) Execute(ctx context.Context, call tool.Call, report func(tool.Progress)) (tool.Result, error) {
+	var spec *ToolSpec
+	for i := range s.Specs {
+		if s.Specs[i].Name == call.Tool {
+			spec = &s.Specs[i]
+			break
+		}
+	}
+	if spec == nil {
+		return tool.Result{Err: uerr.New("TOOL_UNKNOWN", fmt.Sprintf("plugin %s has no tool %q", s.Name, call.Tool),
+			"the call named a tool this plugin does not list", "call one of the tools the plugin lists")}, nil
+	}
+	if len(call.Args) > 0 && !json.Valid(call.Args) {
+		return tool.Result{Err: uerr.New("TOOL_ARGS_INVALID", fmt.Sprintf("arguments to %s are not valid JSON", call.Tool),
+			"the argument bytes do not parse as JSON", "send a JSON object matching the tool's parameter schema")}, nil
+	}
+	s.mu.RLock()
+	cfg, kernel := s.cfg, s.kernel
+	s.mu.RUnlock()
+	logger := s.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	tc := &ToolContext{Call: call, Workspace: cfg.Workspace, OutDir: cfg.OutDir, Kernel: kernel, Logger: logger, report: report}
+	out, err := spec.Handler(ctx, tc, call.Args)
+	if err != nil {
+		if ue, ok := uerr.As(err); ok {
+			return tool.Result{Err: ue, Changes: tc.changes}, nil
+		}
+		if ctx.Err() != nil {
+			return tool.Result{Err: uerr.Wrap(err, "TOOL_CANCELLED", call.Tool+" was cancelled", context.Cause(ctx).Error(), "retry with a longer deadline if the call needs more time")}, nil
+		}
+		return tool.Result{Err: uerr.Wrap(err, "TOOL_FAILED", call.Tool+" failed", err.Error(), "check the arguments; see the plugin log for details")}, nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return tool.Result{}, fmt.Errorf("marshal %s output: %w", call.Tool, err)
+	}
+	return tool.Result{OK: true, Output: b, Changes: tc.changes}, nil
+}
