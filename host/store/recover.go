@@ -225,4 +225,3 @@ func allZero(b []byte) bool {
 	}
 	return true
 }
-
