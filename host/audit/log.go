@@ -77,6 +77,7 @@ type Log struct {
 
 type batch struct {
 	keys, vals [][]byte
+	records    int
 	sync       bool
 	lastID     uint64
 	lastHash   Hash
@@ -187,18 +188,26 @@ func (l *Log) loadHead() error {
 		if err != nil {
 			return err
 		}
-		switch {
-		case ok:
-			l.nextID = id + 1
+		head, headOK, err := readMark(txn, keyHead)
+		if err != nil {
+			return err
+		}
+		// Continue after the newest id ever written: the newest record, the
+		// head mark (records deleted from the end must not have their ids
+		// reused), or the retention horizon.
+		l.nextID, l.newSegment = 1, true
+		if hok && h.firstID > l.nextID {
+			l.nextID, l.prevHash, l.newSegment = h.firstID, h.prev, false
+		}
+		if ok && id+1 >= l.nextID {
+			l.nextID, l.newSegment = id+1, true
 			if len(val) >= minEncLen+hashLen {
 				copy(l.prevHash[:], val[len(val)-hashLen:])
-			} else {
-				l.newSegment = true
+				l.newSegment = false
 			}
-		case hok:
-			l.nextID, l.prevHash = h.firstID, h.prev
-		default:
-			l.nextID, l.newSegment = 1, true
+		}
+		if headOK && head.firstID+1 > l.nextID {
+			l.nextID, l.newSegment = head.firstID+1, true
 		}
 		return nil
 	})
@@ -239,7 +248,7 @@ func (l *Log) Append(ctx context.Context, ev Event) (Record, error) {
 	sec := ev.Security || IsSecurity(ev.Type)
 
 	l.mu.Lock()
-	for !l.closed && l.failed == nil && len(l.cur.keys) >= l.o.MaxPending {
+	for !l.closed && l.failed == nil && l.cur.records >= l.o.MaxPending {
 		b := l.cur
 		l.kickLocked()
 		l.mu.Unlock()
@@ -273,10 +282,11 @@ func (l *Log) Append(ctx context.Context, ev Event) (Record, error) {
 	b.keys = append(b.keys, recKey(rec.ID))
 	b.vals = append(b.vals, val)
 	b.lastID, b.lastHash = rec.ID, rec.Hash
+	b.records++
 	if sec {
 		b.sync = true
 		l.kickLocked()
-	} else if len(b.keys) >= l.o.FlushEntries {
+	} else if b.records >= l.o.FlushEntries {
 		l.kickLocked()
 	}
 	l.mu.Unlock()
