@@ -4,6 +4,7 @@ package main
 // lives in its own file named after it.
 func commands() []command {
 	return []command{
+		{name: "plugin", summary: "install, list, inspect, enable, disable and remove plugins", run: runPlugin},
 		{name: "version", summary: "print fluffy's version and the plugin API range", run: runVersion},
 	}
 }
