@@ -36,12 +36,32 @@ func (s *Supervisor) CallTool(ctx context.Context, name string, call tool.Call, 
 }
 
 func (s *Supervisor) withTool(ctx context.Context, name, toolName string, f func(context.Context, tool.Client) error) error {
+	return s.use(ctx, name, base.KindTool, toolName, func(ctx context.Context, raw any) error {
+		c, ok := raw.(tool.Client)
+		if !ok {
+			return fmt.Errorf("plugin %s: dispensed %T, not a tool client", name, raw)
+		}
+		return f(ctx, c)
+	})
+}
+
+// Use runs f with the dispensed client of plugin name (tool.Client,
+// provider.Client, vcs.Client, policyext.Client; runtime clients come from
+// the sandbox package), starting the plugin if needed. An error from f
+// that is not a structured plugin-level answer counts as a plugin failure:
+// the instance is killed and restarted on next use, and the breaker counts
+// it. kind, when set, must match the plugin's kind.
+func (s *Supervisor) Use(ctx context.Context, name string, kind base.Kind, f func(ctx context.Context, client any) error) error {
+	return s.use(ctx, name, kind, "", f)
+}
+
+func (s *Supervisor) use(ctx context.Context, name string, kind base.Kind, toolName string, f func(context.Context, any) error) error {
 	m, err := s.get(name)
 	if err != nil {
 		return err
 	}
-	if m.spec.Kind != base.KindTool {
-		return uerr.New(CodeKindUnsupported, fmt.Sprintf("plugin %s is a %s plugin, not a tool plugin", name, m.spec.Kind), "tool calls go to tool plugins", "call a tool plugin")
+	if kind != "" && m.spec.Kind != kind {
+		return uerr.New(CodeKindUnsupported, fmt.Sprintf("plugin %s is a %s plugin, not a %s plugin", name, m.spec.Kind, kind), "the call needs a plugin of another kind", "choose a plugin of kind "+string(kind))
 	}
 	timeout := m.spec.Limits.Timeout
 	if timeout <= 0 {
@@ -64,11 +84,12 @@ func (s *Supervisor) withTool(ctx context.Context, name, toolName string, f func
 	} else if inst, err = s.acquire(cctx, m); err != nil {
 		return err
 	}
-	c, ok := inst.Raw.(tool.Client)
-	if !ok {
-		return fmt.Errorf("plugin %s: dispensed %T, not a tool client", name, inst.Raw)
-	}
-	if err := f(cctx, c); err != nil {
+	if err := f(cctx, inst.Raw); err != nil {
+		if ue, isUser := err.(*uerr.Error); isUser && ue.Code != base.CodeMalformed {
+			// A structured answer from the plugin: it is working as designed.
+			s.succeeded(m)
+			return err
+		}
 		return s.fail(m, inst, cctx, err)
 	}
 	s.succeeded(m)
