@@ -16,7 +16,7 @@ func (ext) Info() base.Info {
 	return base.Info{Name: "ext", Kind: base.KindPolicy, Version: "1.0.0", APIVersions: []int{1, 2}}
 }
 func (ext) Configure(context.Context, base.Config, base.KernelClient) error { return nil }
-func (ext) Health(context.Context) error                                  { return nil }
+func (ext) Health(context.Context) error                                    { return nil }
 func (ext) Evaluate(_ context.Context, r Request) (Decision, error) {
 	switch r.Path {
 	case "bad":

@@ -18,8 +18,8 @@ func (fake) Info() base.Info {
 	return base.Info{Name: "fake", Kind: base.KindProvider, Version: "1.0.0", APIVersions: []int{1, 2}}
 }
 func (fake) Configure(context.Context, base.Config, base.KernelClient) error { return nil }
-func (fake) Health(context.Context) error                                  { return nil }
-func (fake) Models(context.Context) ([]string, error)                      { return []string{"m1"}, nil }
+func (fake) Health(context.Context) error                                    { return nil }
+func (fake) Models(context.Context) ([]string, error)                        { return []string{"m1"}, nil }
 func (f fake) Chat(ctx context.Context, req ChatRequest, send func(Event) error) error {
 	if req.Model == "fail" {
 		return uerr.New("PROVIDER_UPSTREAM", "upstream said 429", "rate limited", "wait and retry")
