@@ -594,3 +594,12 @@ tools:
 		t.Fatalf("got %+v / %v", ps, err)
 	}
 }
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
