@@ -629,3 +629,32 @@ func TestSchemasCompiledIndependently(t *testing.T) {
 		t.Errorf("demo.c accepted args missing c: %v", err)
 	}
 }
+
+// ValidateArgs is called from many sessions at once on one loaded manifest.
+func TestValidateArgsConcurrent(t *testing.T) {
+	m, err := Load("testdata/valid/tool-fs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, _ := m.Tool("fs.read")
+	errs := make(chan error, 16)
+	for i := range 16 {
+		go func() {
+			args := fmt.Sprintf(`{"path": "f%d"}`, i)
+			if i%2 == 1 {
+				args = `{"path": 1}`
+			}
+			err := rd.ValidateArgs([]byte(args))
+			if (err == nil) != (i%2 == 0) {
+				errs <- fmt.Errorf("call %d: %v", i, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

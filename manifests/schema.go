@@ -241,10 +241,15 @@ func (t Tool) ValidateArgs(argsJSON []byte) error {
 			"send arguments that match the tool's parameters schema")
 	}
 	problems := leaves(ve)
+	fix := "correct the argument at each JSON pointer named above"
+	if len(t.ParametersJSON) <= 1000 {
+		fix += "; the parameters schema is " + string(t.ParametersJSON)
+	} else {
+		fix += " so that it matches the tool's parameters schema"
+	}
 	return uerr.Wrap(err, CodeToolArgsInvalid,
 		fmt.Sprintf("arguments for tool %q do not match its parameters schema", t.Name),
-		strings.Join(problems, "; "),
-		"fix the argument at each JSON pointer named above so it matches the schema: "+clip(string(t.ParametersJSON)))
+		strings.Join(problems, "; "), fix)
 }
 
 // leaves flattens a validation error into "at /ptr: message" lines, one per
