@@ -180,7 +180,12 @@ func (e *ValidationError) UErr() *uerr.Error {
 	}
 	fix := "correct each problem listed above (each names its own fix), then run the command again"
 	if n == 1 {
-		fix = e.Errors[0].Fix
+		fe := e.Errors[0]
+		why = fe.location() + ": " + fe.What
+		if fe.Why != "" {
+			why += " (" + fe.Why + ")"
+		}
+		fix = fe.Fix
 	}
 	var first error
 	if n > 0 {

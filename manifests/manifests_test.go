@@ -594,3 +594,67 @@ tools:
 		t.Fatalf("got %+v / %v", ps, err)
 	}
 }
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// One tool's broken schema must not spoil the others compiled with the same
+// compiler, and each keeps its own schema.
+func TestSchemasCompiledIndependently(t *testing.T) {
+	src := "name: demo\nversion: 1.0.0\nkind: tool\ndescription: d\nauthor: a\nentry: demo\nsha256: " + strings.Repeat("d", 64) + "\napi_versions: [1]\n" +
+		"tools:\n" +
+		"  - {name: demo.a, summary: s, parameters: {type: object, properties: {x: {type: strin}}}}\n" +
+		"  - {name: demo.b, summary: s, parameters: {type: object, required: [b]}}\n" +
+		"  - {name: demo.c, summary: s, parameters: {type: object, required: [c]}}\n"
+	_, err := Parse("plugin.yaml", []byte(src))
+	if ps := Problems(err); len(ps) != 1 || ps[0].Line != 10 || ps[0].Field != "tools[0].parameters.properties.x.type" {
+		t.Fatalf("problems = %v", err)
+	}
+	m, err := Parse("plugin.yaml", []byte(strings.Replace(src, "strin", "string", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := m.Tool("demo.b")
+	c, _ := m.Tool("demo.c")
+	if err := b.ValidateArgs([]byte(`{"b": 1}`)); err != nil {
+		t.Errorf("demo.b: %v", err)
+	}
+	if err := c.ValidateArgs([]byte(`{"b": 1}`)); !strings.Contains(fmt.Sprint(err), "c") || err == nil {
+		t.Errorf("demo.c accepted args missing c: %v", err)
+	}
+}
+
+// ValidateArgs is called from many sessions at once on one loaded manifest.
+func TestValidateArgsConcurrent(t *testing.T) {
+	m, err := Load("testdata/valid/tool-fs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, _ := m.Tool("fs.read")
+	errs := make(chan error, 16)
+	for i := range 16 {
+		go func() {
+			args := fmt.Sprintf(`{"path": "f%d"}`, i)
+			if i%2 == 1 {
+				args = `{"path": 1}`
+			}
+			err := rd.ValidateArgs([]byte(args))
+			if (err == nil) != (i%2 == 0) {
+				errs <- fmt.Errorf("call %d: %v", i, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

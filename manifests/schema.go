@@ -110,6 +110,13 @@ func (d *decoder) jsonValue(n *yaml.Node, field string) any {
 	return nil
 }
 
+func newCompiler() *jsonschema.Compiler {
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(refuseLoader{})
+	return c
+}
+
 // refuseLoader stops the schema compiler from reading files or the network:
 // a manifest's schema must be self-contained.
 type refuseLoader struct{}
@@ -120,7 +127,9 @@ func (refuseLoader) Load(url string) (any, error) {
 
 // compileSchema compiles a tool's parameters schema. It returns the schema or
 // a message, the JSON pointer inside the schema it concerns, and a fix.
-func compileSchema(toolName string, paramsJSON []byte) (*jsonschema.Schema, string, string, string) {
+// c is shared by the tools of one manifest so the metaschema is loaded once.
+// Each tool is its own resource, named by its index (names may be invalid).
+func compileSchema(c *jsonschema.Compiler, index int, paramsJSON []byte) (*jsonschema.Schema, string, string, string) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(paramsJSON))
 	if err != nil {
 		return nil, "parameters are not valid JSON: " + err.Error(), "", "write the schema as a YAML mapping"
@@ -133,13 +142,7 @@ func compileSchema(toolName string, paramsJSON []byte) (*jsonschema.Schema, stri
 		return nil, `the top-level "type" of the parameters schema must be "object"`, "/type",
 			"add \"type: object\" directly under parameters: tool arguments are always a JSON object"
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(refuseLoader{})
-	url := "urn:fluffy:tool:" + toolName
-	if toolName == "" {
-		url = "urn:fluffy:tool:unnamed"
-	}
+	url := fmt.Sprintf("urn:fluffy:tools:%d", index)
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, "parameters cannot be used as a schema: " + err.Error(), "", "check the schema's $id"
 	}
@@ -238,10 +241,15 @@ func (t Tool) ValidateArgs(argsJSON []byte) error {
 			"send arguments that match the tool's parameters schema")
 	}
 	problems := leaves(ve)
+	fix := "correct the argument at each JSON pointer named above"
+	if len(t.ParametersJSON) <= 1000 {
+		fix += "; the parameters schema is " + string(t.ParametersJSON)
+	} else {
+		fix += " so that it matches the tool's parameters schema"
+	}
 	return uerr.Wrap(err, CodeToolArgsInvalid,
 		fmt.Sprintf("arguments for tool %q do not match its parameters schema", t.Name),
-		strings.Join(problems, "; "),
-		"fix the argument at each JSON pointer named above so it matches the schema: "+clip(string(t.ParametersJSON)))
+		strings.Join(problems, "; "), fix)
 }
 
 // leaves flattens a validation error into "at /ptr: message" lines, one per

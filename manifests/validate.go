@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 var (
@@ -336,6 +337,7 @@ func (c *checker) tools(m *Manifest) {
 		return
 	}
 	seen := map[string]int{}
+	var compiler *jsonschema.Compiler
 	for i := range m.Tools {
 		t := &m.Tools[i]
 		base := fmt.Sprintf("tools[%d]", i)
@@ -366,7 +368,10 @@ func (c *checker) tools(m *Manifest) {
 			continue
 		}
 		if t.schema == nil {
-			sch, msg, ptr, fix := compileSchema(t.Name, t.ParametersJSON)
+			if compiler == nil {
+				compiler = newCompiler()
+			}
+			sch, msg, ptr, fix := compileSchema(compiler, i, t.ParametersJSON)
 			if sch == nil {
 				field := base + ".parameters"
 				if ptr != "" {
