@@ -12,9 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/registry"
-	"github.com/fluffy-waffle/fluffy/host/store"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func runPlugin(e *env, args []string) error {
@@ -25,15 +24,13 @@ func runPlugin(e *env, args []string) error {
 		"remove":  pluginRemove,
 		"enable":  pluginEnable,
 		"disable": pluginDisable,
+		"call":    pluginCall,
 	})
 }
 
 // openRegistry opens the registry database under $FLUFFY_HOME.
 func openRegistry(e *env) (*registry.Registry, func(), error) {
-	if err := os.MkdirAll(e.home, 0o700); err != nil {
-		return nil, nil, uerr.Wrap(err, "HOME_UNWRITABLE", "cannot create "+e.home, err.Error(), "set FLUFFY_HOME to a writable directory")
-	}
-	db, err := store.Open(context.Background(), store.Options{Dir: filepath.Join(e.home, "registry"), Logger: e.log})
+	db, err := kernel.OpenHomeDB(context.Background(), e.home, e.log)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open plugin registry: %w", err)
 	}

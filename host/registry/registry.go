@@ -201,9 +201,16 @@ func (r *Registry) Runnable(name string) (supervisor.Spec, error) {
 	return Spec(m), nil
 }
 
-// SetState records a lifecycle transition of an installed version.
+// SetState records a lifecycle transition of an installed version. A
+// disabled plugin stays disabled: only Enable leaves that state, so a
+// running instance stopping after `disable` cannot undo the user's choice.
 func (r *Registry) SetState(ctx context.Context, name, version string, st State, reason string) error {
-	return r.update(ctx, name, version, func(rec *Record) { rec.State, rec.Reason = st, reason })
+	return r.update(ctx, name, version, func(rec *Record) {
+		if rec.State == StateDisabled && st != StateDisabled {
+			return
+		}
+		rec.State, rec.Reason = st, reason
+	})
 }
 
 func (r *Registry) update(ctx context.Context, name, version string, f func(*Record)) error {

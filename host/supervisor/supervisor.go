@@ -73,6 +73,22 @@ type Options struct {
 	// exponential from 100 ms to 5 s).
 	RestartBackoff func() backoff.BackOff
 	Now            func() time.Time
+	// Observer hears about instance lifecycle events; nil: nobody.
+	Observer Observer
+}
+
+// Event names given to an Observer.
+const (
+	EventStarted     = "started"
+	EventStopped     = "stopped"
+	EventFailed      = "failed"
+	EventBreakerOpen = "breaker_open"
+)
+
+// Observer is told about plugin lifecycle events (the kernel maps them to
+// registry states and audit records). It must not block.
+type Observer interface {
+	PluginEvent(spec Spec, instanceID, event string, err error)
 }
 
 // Supervisor runs plugin instances. It is safe for concurrent use.
@@ -174,6 +190,7 @@ func (s *Supervisor) Remove(name string) {
 		m.mu.Lock()
 		if m.inst != nil {
 			m.inst.stop()
+			s.notify(m.spec, m.inst.ID, EventStopped, nil)
 			m.inst = nil
 		}
 		m.mu.Unlock()
@@ -254,7 +271,14 @@ func (s *Supervisor) acquire(ctx context.Context, m *managed) (*Instance, error)
 		s.log.Info("plugin restarted", "plugin", m.spec.Name, "restarts", m.restarts)
 	}
 	m.inst = inst
+	s.notify(m.spec, inst.ID, EventStarted, nil)
 	return inst, nil
+}
+
+func (s *Supervisor) notify(spec Spec, instanceID, event string, err error) {
+	if s.opts.Observer != nil {
+		s.opts.Observer.PluginEvent(spec, instanceID, event, err)
+	}
 }
 
 // failedLocked records a failure: backoff before the next start, and the
@@ -263,7 +287,9 @@ func (s *Supervisor) failedLocked(m *managed, cause error) {
 	m.failures++
 	m.restarts++
 	m.notBefore = s.opts.Now().Add(m.backoff.NextBackOff())
+	s.notify(m.spec, "", EventFailed, cause)
 	if m.failures >= s.opts.BreakerThreshold {
+		s.notify(m.spec, "", EventBreakerOpen, cause)
 		m.openUntil = s.opts.Now().Add(s.opts.BreakerOpen)
 		m.failures = 0
 		m.backoff.Reset()
@@ -355,6 +381,7 @@ func (s *Supervisor) Close() {
 			defer m.mu.Unlock()
 			if m.inst != nil {
 				m.inst.stop()
+				s.notify(m.spec, m.inst.ID, EventStopped, nil)
 				m.inst = nil
 			}
 		}()
