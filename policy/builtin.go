@@ -12,9 +12,50 @@ const MaxBuiltins = 10
 // builtinRule is a hard-coded protection. Built-in rules run first on
 // every path, token or not, and cannot be changed by any policy file.
 type builtinRule struct {
-	name string
-	desc string
-	eval func(p *prepared) (Action, string)
+	name   string
+	desc   string
+	kind   builtinKind
+	set    *glob.Set // kindProtect
+	reason string    // kindProtect, kindFixed
+	action Action    // kindFixed
+}
+
+type builtinKind uint8
+
+const (
+	kindConfinement builtinKind = iota
+	kindProtect
+	kindPolicyUpdate
+	kindFixed // tests only: a fixed verdict
+)
+
+// eval is a switch, not a func value: an indirect call would make every
+// prepared request escape to the heap.
+func (b *builtinRule) eval(p *prepared) (Action, string) {
+	switch b.kind {
+	case kindConfinement:
+		if p.req.Path != "" && !p.pathOK {
+			return Deny, "invalid path " + quote(p.req.Path) + ": " + p.badWhy
+		}
+	case kindProtect:
+		if !p.inFluffy || !mutatesFS(p.req.Syscall) {
+			return Pass, ""
+		}
+		if b.set.Match(glob.ParsePath(strings.ToLower(p.path.String()))) {
+			return Deny, b.reason
+		}
+	case kindPolicyUpdate:
+		if p.req.Syscall != "policy.update" {
+			return Pass, ""
+		}
+		if p.req.Caller.Kind == "plugin" || p.req.Caller.Plugin != "" {
+			return Deny, "only the user can change the policy; plugins may not request policy.update"
+		}
+		return RequireReview, "policy changes always need human review"
+	case kindFixed:
+		return b.action, b.reason
+	}
+	return Pass, ""
 }
 
 // BuiltinInfo describes a built-in rule for `fluffy policy show`.
@@ -49,51 +90,17 @@ func mutatesFS(syscall string) bool {
 // Matching is case-insensitive: on macOS and Windows ".FLUFFY/Policy.yaml"
 // is the same file.
 func protect(name, desc, reason string, patterns ...string) builtinRule {
-	set := glob.MustCompileSet(patterns...)
-	return builtinRule{name: name, desc: desc, eval: func(p *prepared) (Action, string) {
-		if !p.pathOK || !mutatesFS(p.req.Syscall) {
-			return Pass, ""
-		}
-		path := p.path
-		if lower := strings.ToLower(p.req.Path); lower != p.req.Path {
-			path = glob.ParsePath(lower)
-		}
-		if set.Match(path) {
-			return Deny, reason
-		}
-		return Pass, ""
-	}}
+	return builtinRule{name: name, desc: desc, kind: kindProtect, reason: reason, set: glob.MustCompileSet(patterns...)}
 }
 
 // builtinRules returns the hard-coded rules (seed 000 "Built-in Rules").
 func builtinRules() []builtinRule {
 	return []builtinRule{
-		{
-			name: "builtin.path-confinement",
-			desc: "paths must be project-relative and stay inside the project",
-			eval: func(p *prepared) (Action, string) {
-				if p.req.Path != "" && !p.pathOK {
-					return Deny, "invalid path " + quote(p.req.Path) + ": " + p.badWhy
-				}
-				return Pass, ""
-			},
-		},
+		{name: "builtin.path-confinement", desc: "paths must be project-relative and stay inside the project", kind: kindConfinement},
 		protect("builtin.policy-files", "policy files cannot be changed through fs.* (only policy.update)",
 			"policy files can only be changed through `fluffy policy update` (policy.update), never fs.*",
 			"/.fluffy/policy*.yaml", "/.fluffy/policy.d/", "/.fluffy/.policy*"),
-		{
-			name: "builtin.policy-update-review",
-			desc: "policy.update always needs human review, and plugins may never request it",
-			eval: func(p *prepared) (Action, string) {
-				if p.req.Syscall != "policy.update" {
-					return Pass, ""
-				}
-				if p.req.Caller.Kind == "plugin" || p.req.Caller.Plugin != "" {
-					return Deny, "only the user can change the policy; plugins may not request policy.update"
-				}
-				return RequireReview, "policy changes always need human review"
-			},
-		},
+		{name: "builtin.policy-update-review", desc: "policy.update always needs human review, and plugins may never request it", kind: kindPolicyUpdate},
 		protect("builtin.bootstrap-files", "bootstrap files of the project's fluffy directory are immutable to plugins",
 			"bootstrap files are owned by the fluffy bootstrap, not by plugins",
 			"/.fluffy/bootstrap/", "/.fluffy/bootstrap*.yaml", "/.fluffy/config.yaml"),

@@ -157,7 +157,8 @@ func (c *collector) add(ev RuleEval) {
 func (e *Engine) evaluate(ctx context.Context, pol *Policy, req *Request, o evalOpts) Result {
 	now := e.clock() // the one time snapshot of this evaluation (case 22)
 	p := prepare(req)
-	c := collector{tracing: o.trace}
+	var buf [8]RuleEval // collector storage that stays on the stack
+	c := collector{tracing: o.trace, allows: buf[:0:4], reviews: buf[4:4:8]}
 	res := Result{At: now}
 
 	// Phase 0: built-in rules, always, on every path.
@@ -229,13 +230,13 @@ func (e *Engine) finish(pol *Policy, res Result, c *collector) Result {
 		res.Reasons = []string{c.deny.Reason}
 	case len(c.reviews) > 0:
 		res.Decision = RequireReview
-		res.Deciding = c.reviews
+		res.Deciding = append([]RuleEval(nil), c.reviews...)
 		for _, r := range c.reviews {
 			res.Reasons = append(res.Reasons, r.Reason)
 		}
 	case len(c.allows) > 0:
 		res.Decision = Allow
-		res.Deciding = c.allows
+		res.Deciding = append([]RuleEval(nil), c.allows...)
 	default:
 		res.Decision = Deny
 		ev := RuleEval{Rule: "default-deny", Layer: LayerDefault, Matched: true, Action: Deny,

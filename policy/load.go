@@ -383,6 +383,7 @@ func (l *loader) rule(n *yaml.Node) (*Rule, error) {
 			l.warn(WarnConstraintIgnored, consN, r.Name, "constraints only qualify allow rules; they have no effect on "+r.Action.String())
 		}
 	}
+	r.finalize()
 	if err := l.examples(exN, r, true); err != nil {
 		return nil, err
 	}

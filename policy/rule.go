@@ -148,18 +148,22 @@ type Rule struct {
 	match       cond
 	except      []cond
 	constraints constraints
+	source      string // file:line, computed at load
+	reasonStr   string // Reason or a generated one, computed at load
 }
 
 // Source is "file:line".
-func (r *Rule) Source() string { return fmt.Sprintf("%s:%d", r.File, r.Line) }
+func (r *Rule) Source() string { return r.source }
 
-// reasonText is the rule's reason or a generated one.
-func (r *Rule) reasonText() string {
-	if r.Reason != "" {
-		return r.Reason
+func (r *Rule) finalize() {
+	r.source = fmt.Sprintf("%s:%d", r.File, r.Line)
+	r.reasonStr = r.Reason
+	if r.reasonStr == "" {
+		r.reasonStr = fmt.Sprintf("rule %q: %s", r.Name, r.Action)
 	}
-	return fmt.Sprintf("rule %q: %s", r.Name, r.Action)
 }
+
+func (r *Rule) reasonText() string { return r.reasonStr }
 
 // applies reports whether the rule fires (match holds and no except does),
 // with a note saying which except stopped it.
@@ -178,7 +182,7 @@ func (r *Rule) applies(p *prepared) (bool, string) {
 // eval returns the rule's verdict for p.
 func (r *Rule) eval(p *prepared) RuleEval {
 	ok, note := r.applies(p)
-	ev := RuleEval{Rule: r.Name, Layer: LayerYAML, Source: r.Source(), Note: note}
+	ev := RuleEval{Rule: r.Name, Layer: LayerYAML, Source: r.source, Note: note}
 	if !ok {
 		return ev
 	}
@@ -195,11 +199,12 @@ func (r *Rule) eval(p *prepared) RuleEval {
 
 // prepared is a request with its path split and validated once.
 type prepared struct {
-	req    *Request
-	path   glob.Path
-	pathOK bool   // a valid path is present
-	badWhy string // why the path is invalid ("" when fine or absent)
-	host   string
+	req      *Request
+	inFluffy bool // the path's first segment is .fluffy, in any case
+	path     glob.Path
+	pathOK   bool   // a valid path is present
+	badWhy   string // why the path is invalid ("" when fine or absent)
+	host     string
 }
 
 func prepare(r *Request) prepared {
@@ -224,6 +229,10 @@ func prepare(r *Request) prepared {
 		p.badWhy = "empty path"
 	}
 	p.pathOK = p.badWhy == ""
+	if p.pathOK {
+		first, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimLeft(r.Path, "/"), "./"), "/")
+		p.inFluffy = strings.EqualFold(first, ".fluffy") || strings.Contains(strings.ToLower(r.Path), ".fluffy")
+	}
 	return p
 }
 

@@ -77,7 +77,7 @@ capabilities:
 		{5, "deny in extension layer, allow in built-in layer -> deny wins", func(t *testing.T) {
 			ext := verdictExt("no", Deny, "extension says no")
 			e := NewEngine(mustLoad(t, ""), Options{Extensions: []Extension{ext}})
-			e.builtins = append(e.builtins, builtinRule{name: "builtin.test-allow", eval: func(p *prepared) (Action, string) { return Allow, "built-in allow" }})
+			e.builtins = append(e.builtins, builtinRule{name: "builtin.test-allow", kind: kindFixed, action: Allow, reason: "built-in allow"})
 			r := e.Evaluate(ctx, Request{Syscall: "fs.read", Path: "src/a.go"})
 			if r.Decision != Deny || r.Deciding[0].Layer != LayerExtension || ext.calls.Load() != 1 {
 				t.Fatalf("allow must not short-circuit: got %+v calls %d", r, ext.calls.Load())

@@ -13,6 +13,7 @@ const (
 	segWild
 	segDoubleStar
 	segStars // only '*' wildcards: matched by starMatch without path.Match
+	segAny   // exactly one segment, whatever it is
 )
 
 type segment struct {
@@ -49,6 +50,7 @@ func (s segment) match(name string) bool {
 		ok, _ := path.Match(s.text, name) // validated at compile time
 		return ok
 	}
+	// segAny (and segDoubleStar, which match never sees)
 	return true
 }
 
@@ -58,6 +60,8 @@ type Pattern struct {
 	negate  bool
 	dirOnly bool
 	segs    []segment
+	full    []segment // segs with a trailing "**" made "at least one"
+	anc     []segment // full + "one or more": matches an ancestor directory
 }
 
 // String returns the pattern as written.
@@ -132,7 +136,39 @@ func Compile(raw string) (*Pattern, error) {
 			p.segs = append(p.segs, segment{kind: segLiteral, text: part})
 		}
 	}
+	p.full = append([]segment(nil), p.segs...)
+	if n := len(p.full); p.full[n-1].kind == segDoubleStar {
+		p.full = append(p.full[:n-1], segment{kind: segAny}, segment{kind: segDoubleStar})
+	}
+	p.anc = append(append([]segment(nil), p.full...), segment{kind: segAny}, segment{kind: segDoubleStar})
 	return p, nil
+}
+
+// seqMatch is the classic wildcard algorithm over segments: "**" is a star
+// over whole segments, every other element matches exactly one segment.
+// Backtracking only to the last "**" keeps it O(len(pat)·len(segs)).
+func seqMatch(pat []segment, segs []string) bool {
+	pi, si := 0, 0
+	starP, starS := -1, 0
+	for si < len(segs) {
+		switch {
+		case pi < len(pat) && pat[pi].kind == segDoubleStar:
+			starP, starS = pi, si
+			pi++
+		case pi < len(pat) && pat[pi].match(segs[si]):
+			pi++
+			si++
+		case starP >= 0:
+			starS++
+			pi, si = starP+1, starS
+		default:
+			return false
+		}
+	}
+	for pi < len(pat) && pat[pi].kind == segDoubleStar {
+		pi++
+	}
+	return pi == len(pat)
 }
 
 // Path is a project-relative, slash-separated path split once so that many
@@ -204,38 +240,10 @@ func (p *Pattern) Match(pth Path) bool {
 		}
 		return false
 	}
-	return p.m(0, segs, 0, pth.isDir)
-}
-
-func (p *Pattern) m(pi int, segs []string, si int, isDir bool) bool {
-	for pi < len(p.segs) {
-		s := p.segs[pi]
-		if s.kind == segDoubleStar {
-			if pi == len(p.segs)-1 {
-				// Trailing "**": everything inside, at least one segment.
-				rest := len(segs) - si
-				if rest < 1 {
-					return false
-				}
-				return !p.dirOnly || rest >= 2 || isDir
-			}
-			for k := si; k < len(segs); k++ {
-				if p.m(pi+1, segs, k, isDir) {
-					return true
-				}
-			}
-			return false
-		}
-		if si >= len(segs) || !s.match(segs[si]) {
-			return false
-		}
-		pi++
-		si++
+	if (!p.dirOnly || pth.isDir) && seqMatch(p.full, segs) {
+		return true
 	}
-	if si < len(segs) {
-		return true // matched an ancestor directory
-	}
-	return !p.dirOnly || isDir
+	return seqMatch(p.anc, segs)
 }
 
 // Set is a list of patterns: a path matches when some include matches it

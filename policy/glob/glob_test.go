@@ -141,3 +141,16 @@ func BenchmarkGlobMatchAnyDepth(b *testing.B) {
 		}
 	}
 }
+
+// TestManyDoubleStarsStayPolynomial: backtracking is bounded, so a hostile
+// pattern against a deep path finishes (an exponential matcher would not).
+func TestManyDoubleStarsStayPolynomial(t *testing.T) {
+	s := MustCompileSet("**/a/**/a/**/a/**/a/**/a/**/a/**/b")
+	deep := strings.Repeat("a/", 400) + "c"
+	if s.MatchString(deep) {
+		t.Fatal("matched")
+	}
+	if !s.MatchString(strings.Repeat("a/", 400) + "b") {
+		t.Fatal("did not match")
+	}
+}
