@@ -79,8 +79,13 @@ type Policy struct {
 	Hash     string // sha256 of Content
 	Warnings []Warning
 
-	index ruleIndex
+	index    ruleIndex
+	examples []Request
 }
+
+// ExampleRequests returns every example and counter-example of the
+// policy's rules, in file order (a trial set when no audit log exists).
+func (p *Policy) ExampleRequests() []Request { return append([]Request(nil), p.examples...) }
 
 // Section returns a top-level section owned by another module.
 func (p *Policy) Section(name string) (*yaml.Node, bool) {
@@ -619,6 +624,7 @@ func (l *loader) examples(n *yaml.Node, r *Rule, want bool) error {
 		if err != nil {
 			return err
 		}
+		l.p.examples = append(l.p.examples, req)
 		p := prepare(&req)
 		got, note := r.applies(&p)
 		if got != want {

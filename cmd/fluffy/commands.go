@@ -5,5 +5,6 @@ package main
 func commands() []command {
 	return []command{
 		{name: "version", summary: "print fluffy's version and the plugin API range", run: runVersion},
+		{name: "policy", summary: "show, validate, explain and update the security policy", run: runPolicy},
 	}
 }
