@@ -126,18 +126,39 @@ type evalOpts struct {
 }
 
 // collector aggregates verdicts: first deny, every review, every allow.
+// The trace lives outside it: a field flowing into the Result would make
+// escape analysis move the collector's stack buffer to the heap.
 type collector struct {
 	deny    *RuleEval
-	reviews []RuleEval
-	allows  []RuleEval
-	trace   []RuleEval
-	tracing bool
+	reviews evList
+	allows  evList
+}
+
+// evList keeps the first few verdicts in place (no heap allocation).
+type evList struct {
+	fixed [3]RuleEval
+	n     int
+	more  []RuleEval
+}
+
+func (l *evList) add(ev RuleEval) {
+	if l.n < len(l.fixed) {
+		l.fixed[l.n] = ev
+		l.n++
+		return
+	}
+	l.more = append(l.more, ev)
+}
+
+func (l *evList) len() int { return l.n + len(l.more) }
+
+func (l *evList) slice() []RuleEval {
+	out := make([]RuleEval, 0, l.len())
+	out = append(out, l.fixed[:l.n]...)
+	return append(out, l.more...)
 }
 
 func (c *collector) add(ev RuleEval) {
-	if c.tracing {
-		c.trace = append(c.trace, ev)
-	}
 	if !ev.Matched {
 		return
 	}
@@ -148,30 +169,36 @@ func (c *collector) add(ev RuleEval) {
 			c.deny = &d
 		}
 	case RequireReview:
-		c.reviews = append(c.reviews, ev)
+		c.reviews.add(ev)
 	case Allow:
-		c.allows = append(c.allows, ev)
+		c.allows.add(ev)
 	}
 }
 
 func (e *Engine) evaluate(ctx context.Context, pol *Policy, req *Request, o evalOpts) Result {
 	now := e.clock() // the one time snapshot of this evaluation (case 22)
 	p := prepare(req)
-	var buf [8]RuleEval // collector storage that stays on the stack
-	c := collector{tracing: o.trace, allows: buf[:0:4], reviews: buf[4:4:8]}
+	var c collector
+	var trace []RuleEval
+	add := func(ev RuleEval) {
+		c.add(ev)
+		if o.trace {
+			trace = append(trace, ev)
+		}
+	}
 	res := Result{At: now}
 
 	// Phase 0: built-in rules, always, on every path.
 	for i := range e.builtins {
 		b := &e.builtins[i]
 		a, why := b.eval(&p)
-		c.add(RuleEval{Rule: b.name, Layer: LayerBuiltin, Matched: a != Pass, Action: a, Reason: why})
+		add(RuleEval{Rule: b.name, Layer: LayerBuiltin, Matched: a != Pass, Action: a, Reason: why})
 		if c.deny != nil && !o.trace {
-			return e.finish(pol, res, &c)
+			return e.finish(pol, res, &c, trace)
 		}
 	}
 	if c.deny != nil {
-		return e.finish(pol, res, &c)
+		return e.finish(pol, res, &c, trace)
 	}
 
 	// Fast path: a valid capability token skips the YAML and extension layers.
@@ -187,56 +214,57 @@ func (e *Engine) evaluate(ctx context.Context, pol *Policy, req *Request, o eval
 			res.ByToken = true
 			ev := RuleEval{Rule: req.Token.ID, Layer: LayerToken, Matched: true, Action: Allow, Reason: "valid capability token"}
 			if o.trace {
-				c.trace = append(c.trace, ev)
+				trace = append(trace, ev)
 			}
-			if len(c.reviews) == 0 {
-				c.allows = append(c.allows[:0], ev)
+			if c.reviews.len() == 0 {
+				c.allows = evList{}
+				c.allows.add(ev)
 			}
-			return e.finish(pol, res, &c)
+			return e.finish(pol, res, &c, trace)
 		}
 		res.TokenStatus = st.String()
 	}
 
 	// Slow path: YAML rules indexed by syscall.
 	for _, r := range pol.index.lookup(req.Syscall) {
-		c.add(r.eval(&p))
+		add(r.eval(&p))
 		if c.deny != nil && !o.trace {
-			return e.finish(pol, res, &c)
+			return e.finish(pol, res, &c, trace)
 		}
 	}
 	if c.deny != nil {
-		return e.finish(pol, res, &c)
+		return e.finish(pol, res, &c, trace)
 	}
 
 	// Extension rules, each within its deadline.
 	if o.exts {
 		for _, s := range e.exts {
-			c.add(e.callExtension(ctx, s, req))
+			add(e.callExtension(ctx, s, req))
 			if c.deny != nil {
-				return e.finish(pol, res, &c)
+				return e.finish(pol, res, &c, trace)
 			}
 		}
 	}
-	return e.finish(pol, res, &c)
+	return e.finish(pol, res, &c, trace)
 }
 
 // finish turns the collected verdicts into a Result.
-func (e *Engine) finish(pol *Policy, res Result, c *collector) Result {
-	res.Trace = c.trace
+func (e *Engine) finish(pol *Policy, res Result, c *collector, trace []RuleEval) Result {
+	res.Trace = trace
 	switch {
 	case c.deny != nil:
 		res.Decision = Deny
 		res.Deciding = []RuleEval{*c.deny}
 		res.Reasons = []string{c.deny.Reason}
-	case len(c.reviews) > 0:
+	case c.reviews.len() > 0:
 		res.Decision = RequireReview
-		res.Deciding = append([]RuleEval(nil), c.reviews...)
-		for _, r := range c.reviews {
+		res.Deciding = c.reviews.slice()
+		for _, r := range res.Deciding {
 			res.Reasons = append(res.Reasons, r.Reason)
 		}
-	case len(c.allows) > 0:
+	case c.allows.len() > 0:
 		res.Decision = Allow
-		res.Deciding = append([]RuleEval(nil), c.allows...)
+		res.Deciding = c.allows.slice()
 	default:
 		res.Decision = Deny
 		ev := RuleEval{Rule: "default-deny", Layer: LayerDefault, Matched: true, Action: Deny,

@@ -229,10 +229,7 @@ func prepare(r *Request) prepared {
 		p.badWhy = "empty path"
 	}
 	p.pathOK = p.badWhy == ""
-	if p.pathOK {
-		first, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimLeft(r.Path, "/"), "./"), "/")
-		p.inFluffy = strings.EqualFold(first, ".fluffy") || strings.Contains(strings.ToLower(r.Path), ".fluffy")
-	}
+	p.inFluffy = p.pathOK && strings.EqualFold(p.path.First(), ".fluffy")
 	return p
 }
 

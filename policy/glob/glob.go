@@ -210,6 +210,14 @@ func ParsePath(p string) Path {
 // Empty reports whether the path has no segments (no path given).
 func (p Path) Empty() bool { return len(p.segs) == 0 }
 
+// First returns the first segment ("" for an empty path).
+func (p Path) First() string {
+	if len(p.segs) == 0 {
+		return ""
+	}
+	return p.segs[0]
+}
+
 // IsDir reports whether the path was marked as a directory.
 func (p Path) IsDir() bool { return p.isDir }
 
