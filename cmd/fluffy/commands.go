@@ -6,5 +6,6 @@ func commands() []command {
 	return []command{
 		{name: "plugin", summary: "install, list, inspect, enable, disable and remove plugins", run: runPlugin},
 		{name: "version", summary: "print fluffy's version and the plugin API range", run: runVersion},
+		{name: "policy", summary: "show, validate, explain and update the security policy", run: runPolicy},
 	}
 }
