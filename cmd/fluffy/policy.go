@@ -47,7 +47,7 @@ func projectFlag(fs *flag.FlagSet) *string {
 	return fs.String("project", ".", "project directory (the active policy is <project>/.fluffy/policy.yaml, else the built-in default)")
 }
 
-func newFlags(e *env, name string) *flag.FlagSet {
+func newPolicyFlags(e *env, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("fluffy policy "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	return fs
@@ -60,7 +60,7 @@ func printWarnings(w io.Writer, p *policy.Policy) {
 }
 
 func policyShow(e *env, args []string) error {
-	fs := newFlags(e, "show")
+	fs := newPolicyFlags(e, "show")
 	project := projectFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return usageErr("policy show", err.Error(), "run `fluffy policy show -h`")
@@ -89,7 +89,7 @@ func policyShow(e *env, args []string) error {
 }
 
 func policyValidate(e *env, args []string) error {
-	fs := newFlags(e, "validate")
+	fs := newPolicyFlags(e, "validate")
 	if err := fs.Parse(args); err != nil {
 		return usageErr("policy validate", err.Error(), "run `fluffy policy validate FILE`")
 	}
@@ -111,7 +111,7 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func policyExplain(e *env, args []string) error {
-	fs := newFlags(e, "explain")
+	fs := newPolicyFlags(e, "explain")
 	project := projectFlag(fs)
 	var req policy.Request
 	var tags, hosts listFlag
@@ -193,7 +193,7 @@ func policyExplain(e *env, args []string) error {
 }
 
 func policyUpdate(e *env, args []string) error {
-	fs := newFlags(e, "update")
+	fs := newPolicyFlags(e, "update")
 	project := projectFlag(fs)
 	yes := fs.Bool("yes", false, "approve the update without an interactive review (you reviewed the diff)")
 	confirm := fs.String("confirm", "", "the confirmation phrase, needed when more than 5 changes are breaking")
