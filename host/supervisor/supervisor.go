@@ -363,6 +363,24 @@ func (s *Supervisor) Health(ctx context.Context, name string) error {
 	return nil
 }
 
+// Restart stops the running instance of name (if any) and starts a fresh
+// one now, so the next call does not pay the start.
+func (s *Supervisor) Restart(ctx context.Context, name string) error {
+	m, err := s.get(name)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.inst != nil {
+		m.inst.stop()
+		s.notify(m.spec, m.inst.ID, EventStopped, nil)
+		m.inst = nil
+	}
+	m.mu.Unlock()
+	_, err = s.acquire(ctx, m)
+	return err
+}
+
 // Close stops every instance.
 func (s *Supervisor) Close() {
 	s.mu.Lock()
