@@ -107,6 +107,12 @@ func (a *AdapterJail) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.Cl
 	if sock == "" {
 		sock = "/var/run/docker.sock"
 	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		if err == nil {
+			err = fmt.Errorf("%s is not a unix socket", sock)
+		}
+		return Launched{}, ErrEngineUnreachable(err)
+	}
 	dir := filepath.Join(a.Lease.Dir, "jail", safeName(spec.Name+"-"+spec.InstanceID))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Launched{}, fmt.Errorf("adapter jail dir: %w", err)

@@ -56,7 +56,6 @@ type ContainersConfig struct {
 type Containers struct {
 	cfg      ContainersConfig
 	log      hclog.Logger
-	mu       sync.Mutex
 	image    string
 	runtimes []string
 	gid      int
@@ -202,7 +201,7 @@ func prepareOutDir(dir string, gid int) error {
 	if err := os.Chown(dir, -1, gid); err != nil {
 		return fmt.Errorf("output dir %s: %w", dir, err)
 	}
-	if err := os.Chmod(dir, 0o2770); err != nil {
+	if err := os.Chmod(dir, os.ModeSetgid|0o770); err != nil {
 		return fmt.Errorf("output dir %s: %w", dir, err)
 	}
 	return nil
@@ -216,7 +215,12 @@ func OperationDir(outDir, operationID string) (string, error) {
 			"an operation id names one directory under the output directory", "use a plain name without slashes")
 	}
 	d := filepath.Join(outDir, operationID)
-	if err := os.Mkdir(d, 0o2770); err != nil && !os.IsExist(err) {
+	if err := os.Mkdir(d, 0o770); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("operation dir %s: %w", d, err)
+	}
+	// Mkdir's mode passes through the umask; the sandbox user writes
+	// through the group, so set the bits explicitly.
+	if err := os.Chmod(d, os.ModeSetgid|0o770); err != nil {
 		return "", fmt.Errorf("operation dir %s: %w", d, err)
 	}
 	return d, nil
@@ -247,18 +251,18 @@ type containerRunner struct {
 	env      []string
 	logger   hclog.Logger
 
-	id          string
-	stdoutR     *io.PipeReader
-	stdoutW     *io.PipeWriter
-	stderrR     *io.PipeReader
-	stderrW     *io.PipeWriter
-	attachStop  context.CancelFunc
-	attachDone  chan struct{}
-	mu          sync.Mutex
-	exit        *rt.Exit
-	waitOnce    sync.Once
-	waitDone    chan struct{}
-	killOnce    sync.Once
+	id         string
+	stdoutR    *io.PipeReader
+	stdoutW    *io.PipeWriter
+	stderrR    *io.PipeReader
+	stderrW    *io.PipeWriter
+	attachStop context.CancelFunc
+	attachDone chan struct{}
+	mu         sync.Mutex
+	exit       *rt.Exit
+	waitOnce   sync.Once
+	waitDone   chan struct{}
+	killOnce   sync.Once
 }
 
 var _ runner.Runner = (*containerRunner)(nil)
@@ -516,3 +520,5 @@ func (r *containerRunner) HostToPlugin(hostNet, hostAddr string) (string, string
 	}
 	return "unix", GuestSocketDir + "/" + rel, nil
 }
+
+func exitOf(s Status) rt.Exit { return rt.Exit{Code: s.ExitCode, OOMKilled: s.OOMKilled} }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
-
 )
 
 // Resource is one fluffy-managed container or volume.
