@@ -404,6 +404,7 @@ func TestKilledKernelLeavesNoRunningContainerAndIsReaped(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !found || !st.Running {
+			t.Logf("orphan container state: %s exit=%d", st.Status, st.ExitCode)
 			break
 		}
 		if time.Since(killed) > 5*time.Second {
