@@ -121,4 +121,3 @@ func BenchmarkWarmRoundTrip(b *testing.B) {
 		})
 	}
 }
-

@@ -33,8 +33,7 @@ func call(t testing.TB, r *running, name string, args map[string]any, timeout ti
 	b, _ := json.Marshal(args)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	instanceSeq++
-	res, err := r.tool.Execute(ctx, tool.Call{ID: fmt.Sprint("c", instanceSeq), Tool: name, Args: b, OperationID: "op1"}, nil)
+	res, err := r.tool.Execute(ctx, tool.Call{ID: fmt.Sprint("c", instanceSeq.Add(1)), Tool: name, Args: b, OperationID: "op1"}, nil)
 	if err != nil {
 		return attemptOut{}, err
 	}

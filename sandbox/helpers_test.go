@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,29 +110,7 @@ func setupDocker() error {
 
 // launchRuntime starts runtime-docker in its bubblewrap jail.
 func launchRuntime(ctx context.Context, lease *Lease, bin, sock string) (*plugin.Client, rt.Client, error) {
-	j := &AdapterJail{Lease: lease, EngineSocket: sock}
-	cfg := &plugin.ClientConfig{
-		HandshakeConfig:  base.Handshake(),
-		VersionedPlugins: rt.PluginSets(nil, base.SupportedAPIVersions()),
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Logger:           hclog.NewNullLogger(),
-		StartTimeout:     30 * time.Second,
-	}
-	if _, err := j.Prepare(ctx, LaunchSpec{Name: "runtime-docker", InstanceID: "rt", Binary: bin}, cfg); err != nil {
-		return nil, nil, err
-	}
-	pc := plugin.NewClient(cfg)
-	rpc, err := pc.Client()
-	if err != nil {
-		pc.Kill()
-		return nil, nil, fmt.Errorf("start runtime adapter: %w", err)
-	}
-	raw, err := rpc.Dispense(rt.PluginName)
-	if err != nil {
-		pc.Kill()
-		return nil, nil, err
-	}
-	return pc, raw.(rt.Client), nil
+	return LaunchAdapter(ctx, &AdapterJail{Lease: lease, EngineSocket: sock}, bin, nil)
 }
 
 // needDocker skips only when Docker is truly absent and not required.
@@ -165,13 +144,12 @@ func (r *running) stop() {
 	}
 }
 
-var instanceSeq int
+var instanceSeq atomic.Int64
 
 // newSpec is a LaunchSpec for the hostile fixture with a fresh workspace
 // and output directory.
 func newSpec(t testing.TB, template string) LaunchSpec {
 	t.Helper()
-	instanceSeq++
 	ws := t.TempDir()
 	_ = os.Chmod(ws, 0o755)
 	if err := os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644); err != nil {
@@ -180,7 +158,7 @@ func newSpec(t testing.TB, template string) LaunchSpec {
 	return LaunchSpec{
 		Name: "hostile", Version: "0.0.1", Kind: "tool", Binary: tenv.hostile, Template: template,
 		Workspace: ws, OutDir: filepath.Join(t.TempDir(), "out"),
-		SessionID: "s-test", InstanceID: fmt.Sprintf("i%d-%d", os.Getpid(), instanceSeq),
+		SessionID: "s-test", InstanceID: fmt.Sprintf("i%d-%d", os.Getpid(), instanceSeq.Add(1)),
 	}
 }
 

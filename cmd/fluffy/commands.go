@@ -4,6 +4,7 @@ package main
 // lives in its own file named after it.
 func commands() []command {
 	return []command{
+		{name: "sandbox", summary: "list (ls) and clean up (gc) plugin sandbox containers", run: runSandbox},
 		{name: "version", summary: "print fluffy's version and the plugin API range", run: runVersion},
 	}
 }
