@@ -39,6 +39,14 @@ type Template struct {
 	RequiresPolicy bool
 }
 
+// goPluginMinPids replaces seed 000's 10 (ai-provider) and 5
+// (policy-sandbox) pids: the cgroup counts threads, and a Go go-plugin
+// server needs about 8 even with GOMAXPROCS=1, so 5 made plugins crash at
+// random ("failed to create new OS thread"). Both templates use the strict
+// seccomp profile, which already forbids new processes; the pids limit there
+// only bounds threads.
+const goPluginMinPids = 16
+
 const (
 	mib = int64(1) << 20
 	gib = int64(1) << 30
@@ -49,11 +57,11 @@ const (
 func Templates() map[string]Template {
 	return map[string]Template{
 		"ai-provider": {Name: "ai-provider", Network: NetProxy, Seccomp: SeccompStrict,
-			Limits: Limits{MemoryBytes: 256 * mib, CPUs: 0.5, Pids: 10, Timeout: 120 * time.Second}},
+			Limits: Limits{MemoryBytes: 256 * mib, CPUs: 0.5, Pids: goPluginMinPids, Timeout: 120 * time.Second}},
 		"code-executor": {Name: "code-executor", Network: NetNone, Seccomp: SeccompStandard,
 			Limits: Limits{MemoryBytes: 1 * gib, CPUs: 1.0, Pids: 100, Timeout: 300 * time.Second}},
 		"policy-sandbox": {Name: "policy-sandbox", Network: NetNone, Seccomp: SeccompStrict,
-			Limits: Limits{MemoryBytes: 128 * mib, CPUs: 0.25, Pids: 5, Timeout: 100 * time.Millisecond}},
+			Limits: Limits{MemoryBytes: 128 * mib, CPUs: 0.25, Pids: goPluginMinPids, Timeout: 100 * time.Millisecond}},
 		"integration-test": {Name: "integration-test", Network: NetProxy, Seccomp: SeccompStandardNet, RequiresPolicy: true,
 			Limits: Limits{MemoryBytes: 1 * gib, CPUs: 1.0, Pids: 100, Timeout: 300 * time.Second}},
 	}

@@ -24,9 +24,9 @@ func TestTemplatesMatchSeed000(t *testing.T) {
 		pids    int
 		timeout time.Duration
 	}{
-		{"ai-provider", NetProxy, SeccompStrict, 256 << 20, 0.5, 10, 120 * time.Second},
+		{"ai-provider", NetProxy, SeccompStrict, 256 << 20, 0.5, 16, 120 * time.Second},
 		{"code-executor", NetNone, SeccompStandard, 1 << 30, 1, 100, 300 * time.Second},
-		{"policy-sandbox", NetNone, SeccompStrict, 128 << 20, 0.25, 5, 100 * time.Millisecond},
+		{"policy-sandbox", NetNone, SeccompStrict, 128 << 20, 0.25, 16, 100 * time.Millisecond},
 		{"integration-test", NetProxy, SeccompStandardNet, 1 << 30, 1, 100, 300 * time.Second},
 	}
 	for _, c := range cases {
