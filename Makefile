@@ -23,14 +23,17 @@ $(BIN)/fluffy: FORCE
 
 # Each builtin plugin lands in bin/plugins/<name>/ with its plugin.yaml and
 # the sha256 of the binary just built stamped into it.
-plugins:
+plugins: $(BIN)/stamp-manifest
 	@set -e; for p in $(PLUGINS); do \
 	  mkdir -p $(BIN)/plugins/$$p; \
-	  CGO_ENABLED=0 $(GO) build -o $(BIN)/plugins/$$p/$$p ./builtin-plugins/$$p; \
-	  sum=$$(sha256sum $(BIN)/plugins/$$p/$$p | cut -d' ' -f1); \
-	  sed -e "s/^sha256:.*/sha256: \"$$sum\"/" builtin-plugins/$$p/plugin.yaml > $(BIN)/plugins/$$p/plugin.yaml; \
-	  echo "built plugin $$p ($$sum)"; \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/plugins/$$p/$$p ./builtin-plugins/$$p; \
+	  $(BIN)/stamp-manifest -in builtin-plugins/$$p/plugin.yaml -bin $(BIN)/plugins/$$p/$$p -out $(BIN)/plugins/$$p/plugin.yaml >/dev/null; \
+	  echo "built plugin $$p"; \
 	done
+
+$(BIN)/stamp-manifest: FORCE
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -o $@ ./manifests/cmd/stamp-manifest
 
 test: vet fmt-check build
 	$(GO) test -count=1 -timeout 25m ./...

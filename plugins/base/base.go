@@ -109,10 +109,13 @@ func ErrorFromProto(p *basepb.Error) *uerr.Error {
 	return uerr.New(code, p.GetWhat(), p.GetWhy(), p.GetFix())
 }
 
+// CodeMalformed marks a protocol violation by a plugin.
+const CodeMalformed = "PLUGIN_MALFORMED_RESPONSE"
+
 // MalformedError is returned when a plugin sends something that does not
 // follow the protocol. Callers treat it like a crash.
 func MalformedError(plugin, detail string) *uerr.Error {
-	return uerr.New("PLUGIN_MALFORMED_RESPONSE",
+	return uerr.New(CodeMalformed,
 		fmt.Sprintf("plugin %s sent a malformed response", plugin),
 		detail,
 		"this is a bug in the plugin; report it to its author or disable it with `fluffy plugin disable "+plugin+" --reason ...`")

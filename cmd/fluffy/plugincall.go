@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+)
+
+// pluginCall runs one tool of an installed plugin directly: the way to try
+// a plugin by hand. Writes still only land in the output directory.
+func pluginCall(e *env, args []string) error {
+	fs := newFlags("plugin call")
+	project := fs.String("project", ".", "project directory the plugin sees (read-only)")
+	timeout := fs.Duration("timeout", 2*time.Minute, "deadline for the call")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil || len(pos) < 2 || len(pos) > 3 {
+		return usageErr("plugin call", "expected PLUGIN TOOL [ARGS_JSON]", `usage: fluffy plugin call tool-fs fs.read '{"path":"README.md"}' [--project DIR]`)
+	}
+	argsJSON := "{}"
+	if len(pos) == 3 {
+		argsJSON = pos[2]
+	}
+	if !json.Valid([]byte(argsJSON)) {
+		return usageErr("plugin call", "ARGS_JSON is not valid JSON", `quote the arguments, e.g. '{"path":"a.go"}'`)
+	}
+	ws, err := filepath.Abs(*project)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	k, err := kernel.Open(ctx, kernel.Options{Home: e.home, Workspace: ws, Logger: e.log, SessionID: "cli"})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	fmt.Fprintf(e.stderr, "  starting %s...\n", pos[0])
+	start := time.Now()
+	res, err := k.Plugins.CallTool(ctx, pos[0], tool.Call{
+		ID: fmt.Sprintf("cli-%d", start.UnixNano()), OperationID: fmt.Sprintf("op-%d", start.UnixNano()),
+		Tool: pos[1], Args: json.RawMessage(argsJSON), SessionID: "cli",
+	}, func(p tool.Progress) {
+		fmt.Fprintf(e.stderr, "  %s (%.0f%%)\n", p.Message, 100*p.Fraction)
+	})
+	if err != nil {
+		return err
+	}
+	st, _ := k.Plugins.Stats(pos[0])
+	fmt.Fprintf(e.stderr, "  %s %s via API v%d (%s)\n", pos[0], pos[1], st.APIVersion, time.Since(start).Round(time.Millisecond))
+	if res.Err != nil {
+		return res.Err
+	}
+	out := map[string]any{"ok": res.OK, "output": json.RawMessage(nonEmpty(res.Output)), "changes": res.Changes, "cancelled": res.Cancelled}
+	if len(res.Changes) > 0 {
+		fmt.Fprintf(e.stderr, "  proposed changes are in %s (not applied)\n", strings.TrimSuffix(filepath.Join(ws, ".fluffy", "out"), "/"))
+	}
+	return writeJSON(e.stdout, out)
+}
+
+func nonEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("null")
+	}
+	return b
+}

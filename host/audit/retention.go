@@ -1,0 +1,243 @@
+package audit
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Retention bounds the log (seed 000 audit.retention_days / max_size).
+// Records are removed oldest first, one UTC day (an "archive") at a time for
+// the size bound; the chain stays verifiable through the horizon mark, and
+// every removal is itself recorded as audit_archive_deleted.
+type Retention struct {
+	// MaxAge removes records older than this (default 90 days; < 0 disables).
+	MaxAge time.Duration
+	// MaxBytes bounds the stored records (default 1 GiB; < 0 disables).
+	// Over 80% records audit_storage_warning, over 95%
+	// audit_storage_critical, over 100% removes the oldest days.
+	MaxBytes int64
+}
+
+// Defaults from seed 000.
+const (
+	DefaultMaxAge   = 90 * 24 * time.Hour
+	DefaultMaxBytes = 1 << 30
+)
+
+func (r *Retention) validate() error {
+	if r.MaxAge == 0 {
+		r.MaxAge = DefaultMaxAge
+	}
+	if r.MaxBytes == 0 {
+		r.MaxBytes = DefaultMaxBytes
+	}
+	if r.MaxAge > 0 && r.MaxAge < time.Hour {
+		return uerr.New(CodeBadRetention, fmt.Sprintf("audit retention of %s is too short", r.MaxAge),
+			"keeping less than an hour of audit history defeats the log", "set retention to at least 1h (the default is 90 days)")
+	}
+	if r.MaxBytes > 0 && r.MaxBytes < 1<<20 {
+		return uerr.New(CodeBadRetention, fmt.Sprintf("audit max size of %d bytes is too small", r.MaxBytes),
+			"the log needs at least 1 MiB", "set max_size to at least 1MiB (the default is 1GiB)")
+	}
+	return nil
+}
+
+// Removal is one run of removed records.
+type Removal struct {
+	Reason string `json:"reason"` // "age" or "size"
+	FromID uint64 `json:"from_id"`
+	ToID   uint64 `json:"to_id"`
+	Count  uint64 `json:"count"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// RetentionReport says what ApplyRetention found and did.
+type RetentionReport struct {
+	UsageBytes int64     `json:"usage_bytes"` // before removals
+	MaxBytes   int64     `json:"max_bytes"`
+	Level      EventType `json:"level,omitempty"` // storage warning/critical event recorded, if any
+	Removed    []Removal `json:"removed,omitempty"`
+}
+
+// ApplyRetention enforces o.Retention now. The kernel calls it at start and
+// daily (seed 000 rotation: daily).
+func (l *Log) ApplyRetention(ctx context.Context) (RetentionReport, error) {
+	rep := RetentionReport{MaxBytes: l.o.Retention.MaxBytes}
+	if err := l.Flush(); err != nil {
+		return rep, err
+	}
+	now := l.o.Clock.Now()
+	if l.o.Retention.MaxAge > 0 {
+		cutoff := now.Add(-l.o.Retention.MaxAge).UnixMilli()
+		rm, err := l.removeLeading(ctx, "age", func(r *Record, _ uint64) bool { return r.Timestamp < cutoff })
+		if err != nil {
+			return rep, err
+		}
+		if rm.Count > 0 {
+			rep.Removed = append(rep.Removed, rm)
+		}
+	}
+	if l.o.Retention.MaxBytes <= 0 {
+		return rep, l.recordRemovals(ctx, rep.Removed)
+	}
+	usage, lastID, err := l.usage(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.UsageBytes = usage
+	pct := float64(usage) / float64(l.o.Retention.MaxBytes)
+	if err := l.recordRemovals(ctx, rep.Removed); err != nil {
+		return rep, err
+	}
+	switch {
+	case pct > 0.95:
+		rep.Level = EventAuditStorageCritical
+	case pct > 0.80:
+		rep.Level = EventAuditStorageWarning
+	}
+	if rep.Level != "" {
+		if _, err := l.Append(ctx, Event{Type: rep.Level, Caller: "kernel", Metadata: map[string]string{
+			"usage_bytes": strconv.FormatInt(usage, 10), "max_bytes": strconv.FormatInt(l.o.Retention.MaxBytes, 10),
+			"percent": strconv.FormatFloat(pct*100, 'f', 1, 64)}}); err != nil {
+			return rep, err
+		}
+	}
+	for usage > l.o.Retention.MaxBytes {
+		var day string
+		rm, err := l.removeLeading(ctx, "size", func(r *Record, id uint64) bool {
+			d := r.Time().UTC().Format(time.DateOnly)
+			if day == "" {
+				day = d
+			}
+			return d == day && id < lastID // never the newest record
+		})
+		if err != nil {
+			return rep, err
+		}
+		if rm.Count == 0 {
+			break
+		}
+		usage -= rm.Bytes
+		rep.Removed = append(rep.Removed, rm)
+		if err := l.recordRemovals(ctx, []Removal{rm}); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func (l *Log) recordRemovals(ctx context.Context, rms []Removal) error {
+	for _, rm := range rms {
+		_, err := l.Append(ctx, Event{Type: EventAuditArchiveDeleted, Caller: "kernel", Metadata: map[string]string{
+			metaReasonKey: rm.Reason, MetaFromID: strconv.FormatUint(rm.FromID, 10), MetaToID: strconv.FormatUint(rm.ToID, 10),
+			"count": strconv.FormatUint(rm.Count, 10), "bytes": strconv.FormatInt(rm.Bytes, 10)}})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usage sums the stored size of all records and returns the newest id.
+func (l *Log) usage(ctx context.Context) (int64, uint64, error) {
+	var total int64
+	var last uint64
+	err := l.bdb.View(func(txn *badger.Txn) error {
+		io := badger.DefaultIteratorOptions
+		io.Prefix, io.PrefetchValues = []byte(prefixRecord), false
+		it := txn.NewIterator(io)
+		defer it.Close()
+		n := 0
+		for it.Rewind(); it.Valid(); it.Next() {
+			if n++; n&0xfff == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			k := it.Item().Key()
+			if len(k) == len(prefixRecord)+8 {
+				total += it.Item().EstimatedSize()
+				last = binary.BigEndian.Uint64(k[len(prefixRecord):])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, uerr.Wrap(err, CodeReadFailed, "cannot measure the audit log", err.Error(), "run `fluffy audit verify --all`")
+	}
+	return total, last, nil
+}
+
+// removeLeading deletes the oldest records while keep-going(rec) holds, and
+// moves the horizon past them.
+func (l *Log) removeLeading(ctx context.Context, reason string, pred func(*Record, uint64) bool) (Removal, error) {
+	rm := Removal{Reason: reason}
+	var keys [][]byte
+	var lastHash Hash
+	err := l.bdb.View(func(txn *badger.Txn) error {
+		io := badger.DefaultIteratorOptions
+		io.Prefix = []byte(prefixRecord)
+		it := txn.NewIterator(io)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if len(keys)&0xfff == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			item := it.Item()
+			k := item.Key()
+			if len(k) != len(prefixRecord)+8 {
+				continue
+			}
+			id := binary.BigEndian.Uint64(k[len(prefixRecord):])
+			var rec Record
+			var derr error
+			if err := item.Value(func(v []byte) error { rec, derr = decode(v); return nil }); err != nil {
+				return err
+			}
+			if derr != nil || !pred(&rec, id) {
+				break
+			}
+			if rm.Count == 0 {
+				rm.FromID = id
+			}
+			rm.ToID, rm.Count, lastHash = id, rm.Count+1, rec.Hash
+			rm.Bytes += item.EstimatedSize()
+			keys = append(keys, item.KeyCopy(nil))
+		}
+		return nil
+	})
+	if err != nil || rm.Count == 0 {
+		return rm, err
+	}
+	wb := l.bdb.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return rm, fmt.Errorf("delete old audit records: %w", err)
+		}
+		id := binary.BigEndian.Uint64(k[len(prefixRecord):])
+		if err := wb.Delete(segKey(id)); err != nil {
+			return rm, fmt.Errorf("delete old audit records: %w", err)
+		}
+	}
+	if err := wb.Set([]byte(keyHorizon), encodeMark(rm.ToID+1, lastHash)); err != nil {
+		return rm, fmt.Errorf("move audit horizon: %w", err)
+	}
+	if err := wb.Flush(); err != nil {
+		return rm, fmt.Errorf("delete old audit records %d..%d: %w", rm.FromID, rm.ToID, err)
+	}
+	if err := l.db.Sync(); err != nil {
+		return rm, err
+	}
+	l.log.Info("audit records removed by retention", "reason", reason, "from_id", rm.FromID, "to_id", rm.ToID, "count", rm.Count)
+	return rm, nil
+}

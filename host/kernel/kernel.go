@@ -1,0 +1,134 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/host/supervisor"
+)
+
+// Options configure a kernel.
+type Options struct {
+	// Home is $FLUFFY_HOME: the plugin store and the home database.
+	Home string
+	// Workspace is the project root plugins see read-only.
+	Workspace string
+	Logger    hclog.Logger
+	// Launcher starts plugin processes; nil means plain subprocesses.
+	Launcher     supervisor.Launcher
+	SessionID    string
+	SessionMode  string
+	StartTimeout time.Duration
+}
+
+// Kernel wires the registry to the supervisor: every registered, enabled
+// plugin is loaded (lazily started on first use) and its lifecycle is
+// mirrored into the registry.
+type Kernel struct {
+	Registry *registry.Registry
+	Plugins  *supervisor.Supervisor
+	db       *store.DB
+	log      hclog.Logger
+}
+
+// HomeDB is the badger directory under $FLUFFY_HOME.
+func HomeDB(home string) string { return filepath.Join(home, "db") }
+
+// OpenHomeDB opens (creating) the home database.
+func OpenHomeDB(ctx context.Context, home string, log hclog.Logger) (*store.DB, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", home, err)
+	}
+	return store.Open(ctx, store.Options{Dir: HomeDB(home), Logger: log})
+}
+
+// Open starts a kernel. Plugins are not launched until used.
+func Open(ctx context.Context, o Options) (*Kernel, error) {
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	db, err := OpenHomeDB(ctx, o.Home, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kernel{db: db, log: o.Logger.Named("kernel")}
+	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger})
+	k.Plugins = supervisor.New(supervisor.Options{
+		Logger: o.Logger, Launcher: o.Launcher, StartTimeout: o.StartTimeout,
+		Workspace: o.Workspace, SessionID: o.SessionID, SessionMode: o.SessionMode,
+		OutRoot:  filepath.Join(o.Workspace, ".fluffy", "out"),
+		Observer: k,
+	})
+	if err := k.loadAll(ctx); err != nil {
+		k.Close()
+		return nil, err
+	}
+	return k, nil
+}
+
+// loadAll adds every enabled plugin's newest version to the supervisor.
+func (k *Kernel) loadAll(ctx context.Context) error {
+	recs, err := k.Registry.List(registry.Filter{})
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for i := len(recs) - 1; i >= 0; i-- { // newest version first
+		r := recs[i]
+		if seen[r.Name] {
+			continue
+		}
+		seen[r.Name] = true
+		if r.State == registry.StateDisabled {
+			continue
+		}
+		spec, err := k.Registry.Runnable(r.Name)
+		if err == nil {
+			err = k.Plugins.Add(spec)
+		}
+		if err != nil {
+			k.log.Warn("plugin not loaded", "plugin", r.Name, "error", err)
+			_ = k.Registry.SetState(ctx, r.Name, r.Version, registry.StateRejected, err.Error())
+			continue
+		}
+		_ = k.Registry.SetState(ctx, r.Name, r.Version, registry.StateLoaded, "")
+	}
+	return nil
+}
+
+// PluginEvent mirrors supervisor lifecycle events into the registry.
+func (k *Kernel) PluginEvent(spec supervisor.Spec, instanceID, event string, cause error) {
+	ctx := context.Background()
+	var err error
+	switch event {
+	case supervisor.EventStarted:
+		err = k.Registry.SetState(ctx, spec.Name, spec.Version, registry.StateActive, "")
+	case supervisor.EventStopped:
+		err = k.Registry.SetState(ctx, spec.Name, spec.Version, registry.StateUnloaded, "")
+	case supervisor.EventBreakerOpen:
+		k.log.Error("plugin circuit breaker opened", "plugin", spec.Name, "error", cause)
+	case supervisor.EventFailed:
+		k.log.Warn("plugin failed", "plugin", spec.Name, "error", cause)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		k.log.Debug("record plugin state", "plugin", spec.Name, "event", event, "error", err)
+	}
+}
+
+// Close stops every plugin and closes the database.
+func (k *Kernel) Close() {
+	if k.Plugins != nil {
+		k.Plugins.Close()
+	}
+	if k.db != nil {
+		_ = k.db.Close()
+	}
+}

@@ -1,0 +1,110 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/manifests"
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+)
+
+// stage builds tool-fs and lays it out with a stamped manifest.
+func stage(t *testing.T) string {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tool-fs")
+	cmd := exec.Command("go", "build", "-o", bin, "../../builtin-plugins/tool-fs")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	data, _ := os.ReadFile("../../builtin-plugins/tool-fs/plugin.yaml")
+	sum, _ := manifests.FileSHA256(bin)
+	stamped, err := manifests.StampSHA256(data, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "plugin.yaml"), stamped, 0o644)
+	return dir
+}
+
+func state(t *testing.T, k *Kernel, name string) registry.State {
+	r, err := k.Registry.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.State
+}
+
+func TestLifecycleStates(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("x\n"), 0o644)
+	src := stage(t)
+	ctx := context.Background()
+
+	k, err := Open(ctx, Options{Home: home, Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Registry.Install(ctx, src, registry.InstallOptions{BuiltinDirs: []string{filepath.Dir(src)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(t, k, "tool-fs"); got != registry.StateRegistered {
+		t.Fatalf("after install: %s", got)
+	}
+	k.Close()
+
+	k, err = Open(ctx, Options{Home: home, Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := state(t, k, "tool-fs"); got != registry.StateLoaded {
+		t.Fatalf("after kernel open (lazy, not started): %s", got)
+	}
+	r, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "1", Tool: "fs.exists", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
+	if err != nil || !r.OK {
+		t.Fatalf("%v %+v", err, r)
+	}
+	if got := state(t, k, "tool-fs"); got != registry.StateActive {
+		t.Fatalf("after first use: %s", got)
+	}
+	// Disabled plugins are not loaded by the next kernel.
+	if err := k.Registry.Disable(ctx, "tool-fs", "testing"); err != nil {
+		t.Fatal(err)
+	}
+	k.Close()
+	k, err = Open(ctx, Options{Home: home, Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if got := state(t, k, "tool-fs"); got != registry.StateDisabled {
+		t.Fatalf("disabled plugin state: %s", got)
+	}
+	if _, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "2", Tool: "fs.exists", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil); err == nil {
+		t.Fatal("a disabled plugin must not run")
+	}
+}
+
+func TestUnloadedOnClose(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	ctx := context.Background()
+	src := stage(t)
+	k, err := Open(ctx, Options{Home: home, Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Registry.Install(ctx, src, registry.InstallOptions{BuiltinDirs: []string{filepath.Dir(src)}})
+	k.Close()
+	k, _ = Open(ctx, Options{Home: home, Workspace: ws})
+	k.Plugins.Tools(ctx, "tool-fs")
+	k.Plugins.Close()
+	if got := state(t, k, "tool-fs"); got != registry.StateUnloaded {
+		t.Fatalf("after close: %s", got)
+	}
+	k.Close()
+}

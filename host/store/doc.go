@@ -1,0 +1,13 @@
+// Package store owns the one badger database of a project (by default
+// <project>/.fluffy/db): the badger options fluffy runs with, opening and
+// closing it, detecting a damaged database before badger touches it, and
+// recovering from that damage (quarantine the files, salvage every readable
+// key into a fresh database, report what happened).
+//
+// Several packages keep their data in this one database, each under its own
+// key prefix (see the Prefix constants): host/audit, host/state (sessions and
+// the workflow machine), host/registry. store never interprets their keys or
+// values; it must not import any of them, and it must not decide what a
+// recovered database means for the data in it — callers read Recovery() and
+// react (host/audit records an audit_chain_break and starts a new segment).
+package store

@@ -1,0 +1,220 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Key prefixes, one per owning package. A package reads and writes only keys
+// under its own prefix.
+const (
+	PrefixAudit    = "a/" // host/audit: records, segment index, retention horizon
+	PrefixSession  = "s/" // host/state: sessions
+	PrefixState    = "m/" // host/state: workflow machine
+	PrefixRegistry = "r/" // host/registry: installed plugins
+)
+
+// Stable error codes.
+const (
+	CodeCorrupt = "STORE_CORRUPT" // the database files are damaged
+	CodeLocked  = "STORE_LOCKED"  // another process holds the database
+	CodeOpen    = "STORE_OPEN"    // the database could not be opened for another reason
+)
+
+// DefaultDir is the database directory inside a project.
+func DefaultDir(project string) string { return filepath.Join(project, ".fluffy", "db") }
+
+// Options configure Open.
+type Options struct {
+	// Dir is the badger directory; required. Usually DefaultDir(project).
+	Dir string
+	// Logger receives badger's own log lines (at debug) and recovery reports
+	// (at warn/error). Nil means hclog.NewNullLogger().
+	Logger hclog.Logger
+	// Now is the clock used to name quarantined directories; nil means time.Now.
+	Now func() time.Time
+	// MemTableSize overrides badger's memtable size (default 64 MiB). Tests
+	// use a small one to force SST files.
+	MemTableSize int64
+	// ReadOnly opens the database without writing to it. A damaged database
+	// is then reported, never recovered.
+	ReadOnly bool
+	// NoRecover reports a damaged database as a STORE_CORRUPT error instead
+	// of quarantining and salvaging it.
+	NoRecover bool
+}
+
+// Recovery describes what Open did to a damaged database.
+type Recovery struct {
+	// Cause is the STORE_CORRUPT error that triggered recovery.
+	Cause error
+	// Quarantine is where the damaged files were moved (kept for forensics).
+	Quarantine string
+	// BadFiles are the files found damaged.
+	BadFiles []string
+	// SalvagedKeys is how many keys were copied into the fresh database.
+	SalvagedKeys int
+	// WALsKept is how many write-ahead logs (.mem) were carried over intact.
+	WALsKept int
+	// At is when recovery happened.
+	At time.Time
+}
+
+// DB is an open project database.
+type DB struct {
+	bdb      *badger.DB
+	dir      string
+	log      hclog.Logger
+	recovery *Recovery
+}
+
+// Badger returns the underlying badger handle. Callers use their own key
+// prefix only.
+func (db *DB) Badger() *badger.DB { return db.bdb }
+
+// Dir is the database directory.
+func (db *DB) Dir() string { return db.dir }
+
+// Recovery is non-nil when Open found the database damaged and recovered it.
+func (db *DB) Recovery() *Recovery { return db.recovery }
+
+// Sync forces every write so far to stable storage (the memtable WAL and the
+// value log).
+func (db *DB) Sync() error {
+	if err := db.bdb.Sync(); err != nil {
+		return fmt.Errorf("sync database %s: %w", db.dir, err)
+	}
+	return nil
+}
+
+// Close flushes and closes the database.
+func (db *DB) Close() error {
+	if err := db.bdb.Close(); err != nil {
+		return fmt.Errorf("close database %s: %w", db.dir, err)
+	}
+	return nil
+}
+
+// badgerOptions are the options fluffy runs badger with. SyncWrites stays
+// false: callers that need durability call Sync (host/audit does so for
+// security events, grouping concurrent ones into one fsync).
+func badgerOptions(o Options) badger.Options {
+	bo := badger.DefaultOptions(o.Dir).
+		WithLogger(badgerLogger{o.Logger.Named("badger")}).
+		WithSyncWrites(false).
+		WithCompression(options.Snappy).
+		WithChecksumVerificationMode(options.NoVerification).
+		WithNumVersionsToKeep(1).
+		WithReadOnly(o.ReadOnly).
+		WithMetricsEnabled(false)
+	if o.MemTableSize > 0 {
+		bo = bo.WithMemTableSize(o.MemTableSize).WithBaseTableSize(o.MemTableSize / 2).WithValueLogFileSize(o.MemTableSize * 4)
+	}
+	return bo
+}
+
+// Open opens (creating if needed) the database in o.Dir. Before badger sees
+// the files, every table named by the MANIFEST is checked (badger panics in a
+// background goroutine on some damaged tables, which no caller could
+// recover). A damaged database is moved aside and salvaged into a fresh one
+// unless o.NoRecover or o.ReadOnly is set; DB.Recovery then says what happened.
+func Open(ctx context.Context, o Options) (*DB, error) {
+	if o.Dir == "" {
+		return nil, uerr.New(CodeOpen, "no database directory given", "store.Options.Dir is empty", "pass the project's .fluffy/db directory")
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if !o.ReadOnly {
+		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+			return nil, uerr.Wrap(err, CodeOpen, "cannot create database directory "+o.Dir, err.Error(), "check the permissions of the project's .fluffy directory")
+		}
+	}
+	bo := badgerOptions(o)
+	cerr := check(o.Dir, bo)
+	if cerr == nil {
+		bdb, err := openBadger(bo)
+		if err == nil {
+			return &DB{bdb: bdb, dir: o.Dir, log: o.Logger}, nil
+		}
+		if !isCorruption(err) {
+			return nil, classifyOpenError(o.Dir, err)
+		}
+		cerr = &corruption{files: nil, err: err}
+	}
+	ue := corruptErr(o.Dir, cerr)
+	if o.NoRecover || o.ReadOnly {
+		return nil, ue
+	}
+	o.Logger.Error("database is damaged; recovering", "dir", o.Dir, "error", ue.Error())
+	return recoverDB(ctx, o, bo, ue, cerr)
+}
+
+// openBadger calls badger.Open, turning a panic in the calling goroutine into
+// an error.
+func openBadger(bo badger.Options) (db *badger.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("badger panicked while opening: %v", r)
+		}
+	}()
+	return badger.Open(bo)
+}
+
+func isCorruption(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS) || isLockErr(err) {
+		return false
+	}
+	return true
+}
+
+func isLockErr(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Cannot acquire directory lock") || errors.Is(err, syscall.EWOULDBLOCK)
+}
+
+func classifyOpenError(dir string, err error) error {
+	if isLockErr(err) {
+		return uerr.Wrap(err, CodeLocked, "the project database is in use: "+dir,
+			"another fluffy process (usually the kernel) holds its lock",
+			"stop the other fluffy process, or run the command through it")
+	}
+	return uerr.Wrap(err, CodeOpen, "cannot open the project database "+dir, err.Error(),
+		"check free disk space and the permissions of the .fluffy directory")
+}
+
+func corruptErr(dir string, c *corruption) *uerr.Error {
+	what := "the project database is damaged: " + dir
+	why := c.err.Error()
+	if len(c.files) > 0 {
+		why = fmt.Sprintf("%s (damaged files: %s)", why, strings.Join(c.files, ", "))
+	}
+	return uerr.Wrap(c.err, CodeCorrupt, what, why,
+		"fluffy moves damaged files aside and salvages what it can on the next start; restore .fluffy/db from a backup if you need the lost history")
+}
+
+// badgerLogger sends badger's log lines to hclog.
+type badgerLogger struct{ l hclog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error(strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debug(strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.l.Trace(strings.TrimSpace(fmt.Sprintf(f, a...))) }

@@ -1,0 +1,253 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/fluffy-waffle/fluffy/plugins/base"
+	"github.com/fluffy-waffle/fluffy/plugins/kernel"
+	"github.com/fluffy-waffle/fluffy/sandbox"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// baseClient is the part of every kind's client the supervisor uses.
+type baseClient interface {
+	APIVersion() int
+	Info(ctx context.Context) (base.Info, error)
+	Configure(ctx context.Context, cfg base.Config, kernel base.KernelServer) error
+	Health(ctx context.Context) error
+}
+
+// Instance is one running plugin process.
+type Instance struct {
+	ID      string
+	Spec    Spec
+	Version int // negotiated API version
+	// Raw is the dispensed kind client (tool.Client, ...).
+	Raw      any
+	Launched sandbox.Launched
+
+	client *plugin.Client
+	base   baseClient
+	stderr *tailBuffer
+	once   sync.Once
+}
+
+func (i *Instance) stop() {
+	i.once.Do(func() {
+		i.client.Kill()
+		if i.Launched.Cleanup != nil {
+			i.Launched.Cleanup()
+		}
+	})
+}
+
+// start launches, negotiates, verifies and configures one instance.
+func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
+	sets, ok := pluginSets(spec.Kind)
+	if !ok {
+		return nil, fmt.Errorf("no shim for kind %q", spec.Kind)
+	}
+	sum, err := decodeSum(spec.SHA256)
+	if err != nil {
+		return nil, uerr.Wrap(err, CodeChecksum, fmt.Sprintf("plugin %s has no usable checksum", spec.Name), err.Error(), "reinstall the plugin so its manifest carries the binary's sha256")
+	}
+	id := spec.Name + "-" + randomID()
+	out, err := s.outDir(id)
+	if err != nil {
+		return nil, err
+	}
+	tail := newTailBuffer(8 << 10)
+	cfg := &plugin.ClientConfig{
+		HandshakeConfig:  base.Handshake(),
+		VersionedPlugins: sets,
+		SecureConfig:     &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()},
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		StartTimeout:     s.opts.StartTimeout,
+		Logger:           s.log.Named(spec.Name),
+		Stderr:           tail,
+		Managed:          false,
+	}
+	launched, err := s.opts.Launcher.Prepare(ctx, sandbox.LaunchSpec{
+		Name: spec.Name, Version: spec.Version, Kind: string(spec.Kind), Binary: spec.Binary,
+		Template: spec.Template, Limits: spec.Limits, Workspace: s.opts.Workspace, OutDir: out,
+		SessionID: s.opts.SessionID, InstanceID: id, KernelID: s.opts.KernelID, Network: spec.Network,
+	}, cfg)
+	if err != nil {
+		return nil, uerr.Wrap(err, "PLUGIN_LAUNCH_FAILED", fmt.Sprintf("could not launch plugin %s", spec.Name), err.Error(), "check that the sandbox runtime is available (`fluffy sandbox ls`)")
+	}
+	inst := &Instance{ID: id, Spec: spec, Launched: launched, stderr: tail, client: plugin.NewClient(cfg)}
+	fail := func(err error) (*Instance, error) {
+		inst.stop()
+		return nil, err
+	}
+	rpc, err := inst.client.Client()
+	if err != nil {
+		return fail(s.startError(spec, tail, err))
+	}
+	inst.Version = inst.client.NegotiatedVersion()
+	raw, err := rpc.Dispense(string(spec.Kind))
+	if err != nil {
+		return fail(fmt.Errorf("dispense %s: %w", spec.Name, err))
+	}
+	bc, ok := raw.(baseClient)
+	if !ok {
+		return fail(fmt.Errorf("shim for kind %s does not implement the base client", spec.Kind))
+	}
+	inst.Raw, inst.base = raw, bc
+	sctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
+	info, err := bc.Info(sctx)
+	if err != nil {
+		return fail(uerr.Wrap(err, CodeHandshakeFailed, fmt.Sprintf("plugin %s did not describe itself", spec.Name), err.Error(), "the plugin must serve the Base service; rebuild it with pluginsdk"))
+	}
+	if err := checkInfo(spec, info, inst.Version); err != nil {
+		return fail(err)
+	}
+	var ks base.KernelServer
+	if s.opts.KernelService != nil {
+		ks = kernel.Server(s.opts.KernelService(id, spec))
+	}
+	if err := bc.Configure(sctx, base.Config{
+		ConfigJSON: spec.ConfigJSON, SessionID: s.opts.SessionID, InstanceID: id,
+		Workspace: launched.Workspace, OutDir: launched.OutDir, SessionMode: s.opts.SessionMode,
+	}, ks); err != nil {
+		return fail(uerr.Wrap(err, CodeHandshakeFailed, fmt.Sprintf("plugin %s refused its configuration", spec.Name), err.Error(), "see the plugin's log for the reason"))
+	}
+	s.log.Debug("plugin ready", "plugin", spec.Name, "instance", id, "api_version", inst.Version)
+	return inst, nil
+}
+
+// checkInfo catches a plugin whose self-description contradicts its manifest.
+func checkInfo(spec Spec, info base.Info, negotiated int) error {
+	var problems []string
+	if info.Name != spec.Name {
+		problems = append(problems, fmt.Sprintf("name %q (manifest: %q)", info.Name, spec.Name))
+	}
+	if info.Kind != spec.Kind {
+		problems = append(problems, fmt.Sprintf("kind %q (manifest: %q)", info.Kind, spec.Kind))
+	}
+	if info.Version != spec.Version {
+		problems = append(problems, fmt.Sprintf("version %q (manifest: %q)", info.Version, spec.Version))
+	}
+	if !info.Speaks(negotiated) {
+		problems = append(problems, fmt.Sprintf("API versions %v do not include the negotiated %d", info.APIVersions, negotiated))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return uerr.New(CodeInfoMismatch, fmt.Sprintf("plugin %s does not match its manifest", spec.Name),
+		"the running plugin reports "+strings.Join(problems, "; "),
+		"rebuild the plugin and its plugin.yaml together, then reinstall it")
+}
+
+// startError maps go-plugin's start failures (plain strings) to typed errors.
+func (s *Supervisor) startError(spec Spec, tail *tailBuffer, err error) error {
+	msg := err.Error()
+	last := summarizeOutput(tail.String())
+	withOutput := func(why string) string {
+		if last != "" {
+			return why + "; plugin output: " + last
+		}
+		return why
+	}
+	switch {
+	case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
+		return uerr.Wrap(err, CodeChecksum, fmt.Sprintf("plugin %s's binary does not match its manifest checksum", spec.Name),
+			"the sha256 of "+spec.Binary+" differs from the manifest's; it was not executed",
+			"reinstall the plugin from a trusted source (`fluffy plugin install PATH`)")
+	case strings.Contains(strings.ToLower(msg), "incompatible api version"):
+		pv := parsePluginVersion(msg)
+		return &APIVersionError{Plugin: spec.Name, PluginVersions: pv, KernelMin: base.APIVersionMin, KernelMax: base.APIVersionMax, AtHandshake: true}
+	case strings.Contains(msg, "timeout while waiting for plugin to start"):
+		return uerr.Wrap(err, CodeStartTimeout, fmt.Sprintf("plugin %s did not complete the handshake", spec.Name),
+			withOutput(fmt.Sprintf("it started but sent no handshake within %s", s.opts.StartTimeout)),
+			"make sure the plugin's main calls pluginsdk.Serve*; raise the start timeout if it is merely slow")
+	case strings.Contains(msg, "Failed to read any lines from plugin's stdout"):
+		return uerr.Wrap(err, CodeHandshakeFailed, fmt.Sprintf("plugin %s exited during the handshake", spec.Name),
+			withOutput("the process ended without writing a handshake line"),
+			"build the plugin with pluginsdk from this fluffy release, and check it runs: see its output above")
+	case strings.Contains(msg, "Unrecognized remote plugin message"):
+		return uerr.Wrap(err, CodeHandshakeGarbled, fmt.Sprintf("plugin %s wrote to stdout before its handshake", spec.Name),
+			"stdout is reserved for the go-plugin handshake line; the first line was not one: "+firstLine(msg),
+			"log to stderr (pluginsdk.NewLogger) and never print to stdout")
+	case strings.Contains(msg, "plugin exited before we could connect"):
+		return uerr.Wrap(err, CodeHandshakeFailed, fmt.Sprintf("plugin %s exited during the handshake", spec.Name),
+			withOutput("the process ended before offering a connection (a wrong magic cookie, or a crash at start)"),
+			"build the plugin with pluginsdk from this fluffy release, and check it runs: see its output above")
+	}
+	return uerr.Wrap(err, CodeHandshakeFailed, fmt.Sprintf("plugin %s failed to start", spec.Name), withOutput(msg), "run with FLUFFY_LOG_LEVEL=debug to see the plugin's log")
+}
+
+func firstLine(s string) string {
+	s = strings.TrimPrefix(s, "Unrecognized remote plugin message: ")
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// parsePluginVersion extracts "Plugin version: N" from go-plugin's message.
+func parsePluginVersion(msg string) []int {
+	i := strings.Index(msg, "Plugin version: ")
+	if i < 0 {
+		return nil
+	}
+	var v int
+	if _, err := fmt.Sscanf(msg[i+len("Plugin version: "):], "%d", &v); err != nil {
+		return nil
+	}
+	return []int{v}
+}
+
+// tailBuffer keeps the last n bytes written: enough to explain a crash,
+// bounded however much a plugin floods.
+type tailBuffer struct {
+	mu  sync.Mutex
+	n   int
+	buf []byte
+}
+
+func newTailBuffer(n int) *tailBuffer { return &tailBuffer{n: n} }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.n; over > 0 {
+		t.buf = slices.Clone(t.buf[over:])
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// summarizeOutput picks what explains a failure from a plugin's last
+// output: the panic or fatal line if there is one, else the last 400 bytes.
+func summarizeOutput(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") || strings.HasPrefix(l, "fatal:") {
+			return l
+		}
+	}
+	out = strings.TrimSpace(out)
+	if len(out) > 400 {
+		out = "…" + out[len(out)-400:]
+	}
+	return out
+}

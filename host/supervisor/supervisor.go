@@ -1,0 +1,416 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/fluffy-waffle/fluffy/plugins/base"
+	"github.com/fluffy-waffle/fluffy/plugins/kernel"
+	"github.com/fluffy-waffle/fluffy/sandbox"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Launcher fills in how go-plugin starts one plugin process: a plain
+// subprocess (sandbox.Subprocess) or an L2 container.
+type Launcher interface {
+	Prepare(ctx context.Context, spec sandbox.LaunchSpec, cfg *plugin.ClientConfig) (sandbox.Launched, error)
+}
+
+// Spec is what the supervisor needs to know about a plugin; the registry
+// builds it from the manifest.
+type Spec struct {
+	Name        string
+	Version     string
+	Kind        base.Kind
+	Binary      string // absolute path of the entry binary
+	SHA256      string // hex; verified by go-plugin before exec
+	APIVersions []int  // from the manifest
+	Template    string
+	Limits      sandbox.Limits
+	Network     []string
+	// PerCallTools names tools whose lifetime is per_call: each call gets a
+	// fresh instance.
+	PerCallTools []string
+	ConfigJSON   []byte
+}
+
+// Options configure a Supervisor. Zero values get the defaults noted.
+type Options struct {
+	Logger   hclog.Logger
+	Launcher Launcher // default sandbox.Subprocess{}
+	// StartTimeout bounds launch to handshake (default 10 s).
+	StartTimeout time.Duration
+	// CallTimeout bounds one call when the plugin's limits set none (default 5 m).
+	CallTimeout time.Duration
+	// HealthTimeout bounds one health check (default 2 s).
+	HealthTimeout time.Duration
+	KernelID      string
+	SessionID     string
+	SessionMode   string
+	Workspace     string
+	// OutRoot holds one output directory per instance (default a temp dir).
+	OutRoot string
+	// KernelService builds the callback service for one instance; nil: none.
+	KernelService func(instanceID string, spec Spec) kernel.Service
+	// Breaker: opens after BreakerThreshold consecutive failures (default 5)
+	// for BreakerOpen (default 30 s).
+	BreakerThreshold int
+	BreakerOpen      time.Duration
+	// RestartBackoff returns a fresh backoff policy per plugin (default
+	// exponential from 100 ms to 5 s).
+	RestartBackoff func() backoff.BackOff
+	Now            func() time.Time
+	// Observer hears about instance lifecycle events; nil: nobody.
+	Observer Observer
+}
+
+// Event names given to an Observer.
+const (
+	EventStarted     = "started"
+	EventStopped     = "stopped"
+	EventFailed      = "failed"
+	EventBreakerOpen = "breaker_open"
+)
+
+// Observer is told about plugin lifecycle events (the kernel maps them to
+// registry states and audit records). It must not block.
+type Observer interface {
+	PluginEvent(spec Spec, instanceID, event string, err error)
+}
+
+// Supervisor runs plugin instances. It is safe for concurrent use.
+type Supervisor struct {
+	opts Options
+	log  hclog.Logger
+
+	mu      sync.Mutex
+	plugins map[string]*managed
+	closed  bool
+}
+
+// New returns a Supervisor; it starts nothing until a plugin is used.
+func New(opts Options) *Supervisor {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Launcher == nil {
+		opts.Launcher = sandbox.Subprocess{}
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 10 * time.Second
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 5 * time.Minute
+	}
+	if opts.HealthTimeout <= 0 {
+		opts.HealthTimeout = 2 * time.Second
+	}
+	if opts.BreakerThreshold <= 0 {
+		opts.BreakerThreshold = 5
+	}
+	if opts.BreakerOpen <= 0 {
+		opts.BreakerOpen = 30 * time.Second
+	}
+	if opts.RestartBackoff == nil {
+		opts.RestartBackoff = func() backoff.BackOff {
+			b := backoff.NewExponentialBackOff()
+			b.InitialInterval = 100 * time.Millisecond
+			b.MaxInterval = 5 * time.Second
+			b.MaxElapsedTime = 0
+			return b
+		}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.SessionMode == "" {
+		opts.SessionMode = "strict"
+	}
+	if opts.KernelID == "" {
+		opts.KernelID = randomID()
+	}
+	return &Supervisor{opts: opts, log: opts.Logger.Named("supervisor"), plugins: map[string]*managed{}}
+}
+
+// KernelID identifies this supervisor's kernel instance (labels, reaping).
+func (s *Supervisor) KernelID() string { return s.opts.KernelID }
+
+// managed is one plugin's state across restarts.
+type managed struct {
+	spec Spec
+
+	mu        sync.Mutex // serialises start/stop of the instance
+	inst      *Instance
+	failures  int // consecutive
+	openUntil time.Time
+	notBefore time.Time // restart backoff
+	backoff   backoff.BackOff
+	restarts  int
+}
+
+// Add makes a plugin known. The pre-launch API-version check runs here, so
+// an incompatible plugin is refused before its binary is ever executed.
+func (s *Supervisor) Add(spec Spec) error {
+	if err := CheckAPIVersions(spec.Name, spec.APIVersions); err != nil {
+		return err
+	}
+	if _, ok := pluginSets(spec.Kind); !ok {
+		return uerr.New(CodeKindUnsupported, fmt.Sprintf("plugin %s has kind %q, which this kernel cannot run", spec.Name, spec.Kind),
+			"there is no protocol shim for that kind", "use one of: tool, provider, runtime, vcs, policy")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.plugins[spec.Name]; ok && old.inst != nil {
+		old.inst.stop()
+	}
+	s.plugins[spec.Name] = &managed{spec: spec, backoff: s.opts.RestartBackoff()}
+	return nil
+}
+
+// Remove stops and forgets a plugin.
+func (s *Supervisor) Remove(name string) {
+	s.mu.Lock()
+	m := s.plugins[name]
+	delete(s.plugins, name)
+	s.mu.Unlock()
+	if m != nil {
+		m.mu.Lock()
+		if m.inst != nil {
+			m.inst.stop()
+			s.notify(m.spec, m.inst.ID, EventStopped, nil)
+			m.inst = nil
+		}
+		m.mu.Unlock()
+	}
+}
+
+func (s *Supervisor) get(name string) (*managed, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, uerr.New("KERNEL_SHUTTING_DOWN", "the kernel is shutting down", "no new plugin calls are accepted", "start fluffy again")
+	}
+	m, ok := s.plugins[name]
+	if !ok {
+		return nil, uerr.New(CodeUnknownPlugin, fmt.Sprintf("no plugin named %s is loaded", name),
+			"it is not installed, not enabled, or was rejected", "run `fluffy plugin list --rejected` to see why")
+	}
+	return m, nil
+}
+
+// Stats describe one plugin for status output and tests.
+type Stats struct {
+	Running     bool
+	APIVersion  int
+	Restarts    int
+	Failures    int
+	CircuitOpen bool
+	InstanceID  string
+}
+
+// Stats reports a plugin's state.
+func (s *Supervisor) Stats(name string) (Stats, error) {
+	m, err := s.get(name)
+	if err != nil {
+		return Stats{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := Stats{Restarts: m.restarts, Failures: m.failures, CircuitOpen: s.opts.Now().Before(m.openUntil)}
+	if m.inst != nil && !m.inst.client.Exited() {
+		st.Running, st.APIVersion, st.InstanceID = true, m.inst.Version, m.inst.ID
+	}
+	return st, nil
+}
+
+// acquire returns a running instance, starting one if needed (lazy start).
+func (s *Supervisor) acquire(ctx context.Context, m *managed) (*Instance, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := s.opts.Now()
+	if now.Before(m.openUntil) {
+		return nil, uerr.New(CodeCircuitOpen, fmt.Sprintf("plugin %s is temporarily disabled", m.spec.Name),
+			fmt.Sprintf("it failed %d times in a row; the circuit breaker is open until %s", s.opts.BreakerThreshold, m.openUntil.Format(time.TimeOnly)),
+			"wait for the breaker to close, or look at the plugin's log (FLUFFY_LOG_LEVEL=debug) for the cause")
+	}
+	if m.inst != nil && !m.inst.client.Exited() {
+		return m.inst, nil
+	}
+	if m.inst != nil {
+		m.inst.stop()
+		m.inst = nil
+	}
+	if wait := m.notBefore.Sub(now); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	inst, err := s.start(ctx, m.spec)
+	if err != nil {
+		s.failedLocked(m, err)
+		return nil, err
+	}
+	if m.restarts > 0 || m.failures > 0 {
+		s.log.Info("plugin restarted", "plugin", m.spec.Name, "restarts", m.restarts)
+	}
+	m.inst = inst
+	s.notify(m.spec, inst.ID, EventStarted, nil)
+	return inst, nil
+}
+
+func (s *Supervisor) notify(spec Spec, instanceID, event string, err error) {
+	if s.opts.Observer != nil {
+		s.opts.Observer.PluginEvent(spec, instanceID, event, err)
+	}
+}
+
+// failedLocked records a failure: backoff before the next start, and the
+// breaker opens after the threshold. m.mu must be held.
+func (s *Supervisor) failedLocked(m *managed, cause error) {
+	m.failures++
+	m.restarts++
+	m.notBefore = s.opts.Now().Add(m.backoff.NextBackOff())
+	s.notify(m.spec, "", EventFailed, cause)
+	if m.failures >= s.opts.BreakerThreshold {
+		s.notify(m.spec, "", EventBreakerOpen, cause)
+		m.openUntil = s.opts.Now().Add(s.opts.BreakerOpen)
+		m.failures = 0
+		m.backoff.Reset()
+		s.log.Error("plugin circuit breaker opened", "plugin", m.spec.Name, "until", m.openUntil, "error", cause)
+	}
+}
+
+func (s *Supervisor) succeeded(m *managed) {
+	m.mu.Lock()
+	if m.failures > 0 {
+		m.failures = 0
+		m.backoff.Reset()
+		m.notBefore = time.Time{}
+	}
+	m.mu.Unlock()
+}
+
+// fail handles an error from a call on inst. A transport failure means the
+// plugin crashed or hung: its instance is killed and the next use restarts
+// it. It returns the error to give the caller.
+func (s *Supervisor) fail(m *managed, inst *Instance, callCtx context.Context, err error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out error
+	switch {
+	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
+		out = uerr.Wrap(err, CodeCallTimeout, fmt.Sprintf("plugin %s did not answer in time", m.spec.Name),
+			"the call passed its deadline; the plugin was killed and will be restarted", "retry; if it keeps happening the plugin may hang on this input")
+	case errors.Is(callCtx.Err(), context.Canceled):
+		// The caller gave up; the plugin did nothing wrong.
+		return fmt.Errorf("call to %s: %w", m.spec.Name, context.Cause(callCtx))
+	default:
+		out = uerr.Wrap(err, CodeCrashed, fmt.Sprintf("plugin %s failed during a call", m.spec.Name),
+			crashWhy(inst, err), "the plugin will be restarted on next use; if this repeats, run with FLUFFY_LOG_LEVEL=debug and report it to the plugin's author")
+	}
+	if m.inst == inst {
+		inst.stop()
+		m.inst = nil
+	}
+	s.failedLocked(m, out)
+	return out
+}
+
+func crashWhy(inst *Instance, err error) string {
+	why := "the plugin process exited or broke the connection: " + err.Error()
+	if tail := summarizeOutput(inst.stderr.String()); tail != "" {
+		why += "; last output: " + strings.TrimSpace(tail)
+	}
+	return why
+}
+
+// Health checks a running plugin; a failing plugin is killed so the next
+// use restarts it. A plugin that is not running is reported healthy: it
+// starts lazily.
+func (s *Supervisor) Health(ctx context.Context, name string) error {
+	m, err := s.get(name)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	inst := m.inst
+	m.mu.Unlock()
+	if inst == nil {
+		return nil
+	}
+	hctx, cancel := context.WithTimeout(ctx, s.opts.HealthTimeout)
+	defer cancel()
+	if err := inst.base.Health(hctx); err != nil {
+		return s.fail(m, inst, hctx, err)
+	}
+	return nil
+}
+
+// Close stops every instance.
+func (s *Supervisor) Close() {
+	s.mu.Lock()
+	s.closed = true
+	ms := make([]*managed, 0, len(s.plugins))
+	for _, m := range s.plugins {
+		ms = append(ms, m)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if m.inst != nil {
+				m.inst.stop()
+				s.notify(m.spec, m.inst.ID, EventStopped, nil)
+				m.inst = nil
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Supervisor) outDir(instanceID string) (string, error) {
+	root := s.opts.OutRoot
+	if root == "" {
+		root = filepath.Join(os.TempDir(), "fluffy-out-"+s.opts.KernelID)
+	}
+	d := filepath.Join(root, instanceID)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return "", fmt.Errorf("create output directory: %w", err)
+	}
+	return d, nil
+}
+
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func decodeSum(s string) ([]byte, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != sha256.Size {
+		return nil, fmt.Errorf("sha256 %q is not 64 hex digits", s)
+	}
+	return b, nil
+}

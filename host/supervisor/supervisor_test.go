@@ -1,0 +1,394 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/plugins/base"
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/sandbox"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// binDir holds the fixture and tool-fs binaries built once for this package.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fluffy-supervisor-test")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	for name, pkg := range map[string]string{"fixture": "../../internal/fixtureplugin", "tool-fs": "../../builtin-plugins/tool-fs"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func fileSum(t testing.TB, p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// fixture copies the fixture binary under a personality name.
+func fixture(t testing.TB, personality string) (path, sum string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(binDir, "fixture"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), personality)
+	if err := os.WriteFile(p, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p, fileSum(t, p)
+}
+
+type harness struct {
+	sup       *Supervisor
+	workspace string
+	now       *fakeClock
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newHarness(t *testing.T, mod func(*Options)) *harness {
+	t.Helper()
+	ws := t.TempDir()
+	clock := &fakeClock{t: time.Now()}
+	o := Options{
+		Logger:       hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr}),
+		Launcher:     sandbox.Subprocess{},
+		StartTimeout: 5 * time.Second,
+		Workspace:    ws,
+		OutRoot:      t.TempDir(),
+		Now:          clock.Now,
+		// No waiting between restarts in tests; the breaker logic is what matters.
+		RestartBackoff: func() backoff.BackOff { return &backoff.ZeroBackOff{} },
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	s := New(o)
+	t.Cleanup(s.Close)
+	return &harness{sup: s, workspace: ws, now: clock}
+}
+
+func fixtureSpec(t testing.TB, personality string, versions []int) Spec {
+	p, sum := fixture(t, personality)
+	return Spec{Name: "fixture", Version: "1.0.0", Kind: base.KindTool, Binary: p, SHA256: sum, APIVersions: versions}
+}
+
+func echo(t *testing.T, s *Supervisor, name string) (tool.Result, error) {
+	t.Helper()
+	return s.CallTool(context.Background(), name, tool.Call{ID: "1", Tool: "fx.echo", Args: json.RawMessage(`{"hi":1}`)}, nil)
+}
+
+func TestNegotiation(t *testing.T) {
+	cases := []struct {
+		name        string
+		personality string
+		manifest    []int
+		wantVersion int
+		wantCode    string
+		atHandshake bool
+		launched    bool
+	}{
+		{"v1+v2 negotiates 2", "good", []int{1, 2}, 2, "", false, true},
+		{"v1-only still works", "v1only", []int{1}, 1, "", false, true},
+		{"v3-only rejected before launch", "v3only", []int{3}, 0, CodeAPIVersion, false, false},
+		{"v3-only lying manifest caught at handshake", "v3only", []int{1, 2}, 0, CodeAPIVersion, true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			spec := fixtureSpec(t, c.personality, c.manifest)
+			err := h.sup.Add(spec)
+			if err == nil {
+				_, err = echo(t, h.sup, "fixture")
+			}
+			_, statErr := os.Stat(filepath.Join(h.workspace, "started-"+c.personality))
+			if launched := statErr == nil; launched != c.launched {
+				t.Fatalf("binary launched=%v, want %v", launched, c.launched)
+			}
+			if c.wantCode != "" {
+				if !uerr.HasCode(err, c.wantCode) {
+					t.Fatalf("want %s, got %v", c.wantCode, err)
+				}
+				var ave *APIVersionError
+				if !errors.As(err, &ave) {
+					t.Fatalf("want *APIVersionError, got %T", err)
+				}
+				if ave.AtHandshake != c.atHandshake || ave.KernelMin != 1 || ave.KernelMax != 2 || len(ave.PluginVersions) == 0 || ave.PluginVersions[0] != 3 {
+					t.Fatalf("error fields: %+v", ave)
+				}
+				if msg := err.Error(); !contains(msg, "[1,2]") || !contains(msg, "fixture") {
+					t.Fatalf("message must name the plugin and the range [1,2]: %s", msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, _ := h.sup.Stats("fixture")
+			if st.APIVersion != c.wantVersion {
+				t.Fatalf("negotiated %d, want %d", st.APIVersion, c.wantVersion)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool {
+	return len(s) >= len(sub) && (len(sub) == 0 || indexOf(s, sub) >= 0)
+}
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestStartFailures(t *testing.T) {
+	cases := []struct {
+		name        string
+		personality string
+		mutate      func(*Spec)
+		code        string
+		launched    bool
+	}{
+		{"wrong magic cookie", "badcookie", nil, CodeHandshakeFailed, true},
+		{"checksum mismatch refused before exec", "good", func(s *Spec) { s.SHA256 = fmt.Sprintf("%064x", 1) }, CodeChecksum, false},
+		{"stdout before handshake", "stdout", nil, CodeHandshakeGarbled, true},
+		{"never completes handshake", "hang", nil, CodeStartTimeout, true},
+		{"crash at start", "crashstart", nil, CodeHandshakeFailed, true},
+		{"info contradicts manifest", "liar", nil, CodeInfoMismatch, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, func(o *Options) { o.StartTimeout = 700 * time.Millisecond })
+			spec := fixtureSpec(t, c.personality, []int{1, 2})
+			if c.mutate != nil {
+				c.mutate(&spec)
+			}
+			if err := h.sup.Add(spec); err != nil {
+				t.Fatal(err)
+			}
+			_, err := echo(t, h.sup, "fixture")
+			if !uerr.HasCode(err, c.code) {
+				t.Fatalf("want %s, got %v", c.code, err)
+			}
+			ue, _ := uerr.As(err)
+			if ue.What == "" || ue.Why == "" || ue.Fix == "" {
+				t.Fatalf("error is not what/why/fix complete: %+v", ue)
+			}
+			_, statErr := os.Stat(filepath.Join(h.workspace, "started-"+c.personality))
+			if launched := statErr == nil; launched != c.launched {
+				t.Fatalf("binary launched=%v, want %v", launched, c.launched)
+			}
+		})
+	}
+}
+
+func TestCrashInCallRestarts(t *testing.T) {
+	h := newHarness(t, nil)
+	if err := h.sup.Add(fixtureSpec(t, "good", []int{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := echo(t, h.sup, "fixture"); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := h.sup.Stats("fixture")
+	for _, toolName := range []string{"fx.panic", "fx.exit"} {
+		_, err := h.sup.CallTool(context.Background(), "fixture", tool.Call{ID: "2", Tool: toolName}, nil)
+		if !uerr.HasCode(err, CodeCrashed) {
+			t.Fatalf("%s: want %s, got %v", toolName, CodeCrashed, err)
+		}
+		// The kernel keeps going: the next call restarts the plugin.
+		r, err := echo(t, h.sup, "fixture")
+		if err != nil || !r.OK {
+			t.Fatalf("after %s: %v %+v", toolName, err, r)
+		}
+	}
+	st, _ := h.sup.Stats("fixture")
+	if st.Restarts != 2 || st.InstanceID == first.InstanceID || !st.Running {
+		t.Fatalf("stats after crashes: %+v (first %+v)", st, first)
+	}
+}
+
+func TestBreakerOpensAfterFiveCrashes(t *testing.T) {
+	h := newHarness(t, nil)
+	if err := h.sup.Add(fixtureSpec(t, "good", []int{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		_, err := h.sup.CallTool(context.Background(), "fixture", tool.Call{ID: "x", Tool: "fx.panic"}, nil)
+		if !uerr.HasCode(err, CodeCrashed) {
+			t.Fatalf("crash %d: %v", i+1, err)
+		}
+	}
+	_, err := echo(t, h.sup, "fixture")
+	if !uerr.HasCode(err, CodeCircuitOpen) {
+		t.Fatalf("after 5 crashes want %s, got %v", CodeCircuitOpen, err)
+	}
+	h.now.Add(29 * time.Second)
+	if _, err := echo(t, h.sup, "fixture"); !uerr.HasCode(err, CodeCircuitOpen) {
+		t.Fatalf("breaker closed too early: %v", err)
+	}
+	h.now.Add(2 * time.Second)
+	if r, err := echo(t, h.sup, "fixture"); err != nil || !r.OK {
+		t.Fatalf("breaker should close after 30s: %v", err)
+	}
+}
+
+func TestStartFailuresCountTowardBreaker(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.StartTimeout = 500 * time.Millisecond })
+	if err := h.sup.Add(fixtureSpec(t, "crashstart", []int{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := echo(t, h.sup, "fixture"); !uerr.HasCode(err, CodeHandshakeFailed) {
+			t.Fatalf("want handshake failure, got %v", err)
+		}
+	}
+	if _, err := echo(t, h.sup, "fixture"); !uerr.HasCode(err, CodeCircuitOpen) {
+		t.Fatalf("want open breaker, got %v", err)
+	}
+}
+
+func TestCallDeadlineKillsAndRestarts(t *testing.T) {
+	for _, v := range []int{1, 2} {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			h := newHarness(t, nil)
+			personality := "good"
+			if v == 1 {
+				personality = "v1only"
+			}
+			spec := fixtureSpec(t, personality, []int{v})
+			spec.Limits.Timeout = 400 * time.Millisecond
+			if err := h.sup.Add(spec); err != nil {
+				t.Fatal(err)
+			}
+			_, err := h.sup.CallTool(context.Background(), "fixture", tool.Call{ID: "s", Tool: "fx.sleep", Args: json.RawMessage(`{"ignore_cancel":true}`)}, nil)
+			if !uerr.HasCode(err, CodeCallTimeout) {
+				t.Fatalf("want %s, got %v", CodeCallTimeout, err)
+			}
+			if r, err := echo(t, h.sup, "fixture"); err != nil || !r.OK {
+				t.Fatalf("after timeout: %v", err)
+			}
+			if st, _ := h.sup.Stats("fixture"); st.Restarts != 1 {
+				t.Fatalf("restarts = %d, want 1", st.Restarts)
+			}
+		})
+	}
+}
+
+func TestV2ProgressAndCancel(t *testing.T) {
+	h := newHarness(t, nil)
+	if err := h.sup.Add(fixtureSpec(t, "good", []int{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	var got []tool.Progress
+	r, err := h.sup.CallTool(context.Background(), "fixture", tool.Call{ID: "p", Tool: "fx.progress"}, func(p tool.Progress) { got = append(got, p) })
+	if err != nil || !r.OK {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[2].Message != "step 3" || got[2].Fraction != 1 {
+		t.Fatalf("progress events: %+v", got)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() { time.Sleep(200 * time.Millisecond); cancel(errors.New("user pressed Ctrl-C")) }()
+	r, err = h.sup.CallTool(ctx, "fixture", tool.Call{ID: "c", Tool: "fx.sleep"}, nil)
+	if err != nil {
+		t.Fatalf("cancelled v2 call should return the plugin's result, got %v", err)
+	}
+	if !r.Cancelled || !contains(string(r.Output), "user pressed Ctrl-C") {
+		t.Fatalf("plugin was not told why: %+v %s", r, r.Output)
+	}
+	// A cancellation is not a plugin failure.
+	if st, _ := h.sup.Stats("fixture"); st.Restarts != 0 || !st.Running {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestHealthAndPerCallLifetime(t *testing.T) {
+	h := newHarness(t, nil)
+	spec := fixtureSpec(t, "good", []int{1, 2})
+	spec.PerCallTools = []string{"fx.progress"}
+	if err := h.sup.Add(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sup.Health(context.Background(), "fixture"); err != nil {
+		t.Fatalf("not started yet counts as healthy: %v", err)
+	}
+	if _, err := echo(t, h.sup, "fixture"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sup.Health(context.Background(), "fixture"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := h.sup.Stats("fixture")
+	if _, err := h.sup.CallTool(context.Background(), "fixture", tool.Call{ID: "p", Tool: "fx.progress"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := h.sup.Stats("fixture")
+	if after.InstanceID != before.InstanceID {
+		t.Fatal("a per_call tool must not replace the session instance")
+	}
+}
+
+func TestToolFSRealPlugin(t *testing.T) {
+	h := newHarness(t, nil)
+	os.WriteFile(filepath.Join(h.workspace, "a.txt"), []byte("hello\n"), 0o644)
+	bin := filepath.Join(binDir, "tool-fs")
+	if err := h.sup.Add(Spec{Name: "tool-fs", Version: "0.1.0", Kind: base.KindTool, Binary: bin, SHA256: fileSum(t, bin), APIVersions: []int{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	defs, err := h.sup.Tools(context.Background(), "tool-fs")
+	if err != nil || len(defs) != 4 {
+		t.Fatalf("tools: %v %v", defs, err)
+	}
+	r, err := h.sup.CallTool(context.Background(), "tool-fs", tool.Call{ID: "1", OperationID: "op1", Tool: "fs.read", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
+	if err != nil || !r.OK || !contains(string(r.Output), "hello") {
+		t.Fatalf("read: %v %+v", err, r)
+	}
+	st, _ := h.sup.Stats("tool-fs")
+	if st.APIVersion != 2 {
+		t.Fatalf("tool-fs negotiated %d", st.APIVersion)
+	}
+}

@@ -1,0 +1,97 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/fluffy-waffle/fluffy/plugins/base"
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Tools lists the tools a tool plugin offers (starting it if needed).
+func (s *Supervisor) Tools(ctx context.Context, name string) ([]tool.Def, error) {
+	var defs []tool.Def
+	err := s.withTool(ctx, name, "", func(ctx context.Context, c tool.Client) error {
+		var err error
+		defs, err = c.Tools(ctx)
+		return err
+	})
+	return defs, err
+}
+
+// CallTool runs one tool call on plugin name. Transport failures, crashes
+// and deadline overruns come back as structured errors and count toward
+// the plugin's restart backoff and circuit breaker; a tool-level failure is
+// a Result with Err set and counts as success for the plugin.
+func (s *Supervisor) CallTool(ctx context.Context, name string, call tool.Call, onProgress func(tool.Progress)) (tool.Result, error) {
+	var res tool.Result
+	err := s.withTool(ctx, name, call.Tool, func(ctx context.Context, c tool.Client) error {
+		var err error
+		res, err = c.Execute(ctx, call, onProgress)
+		return err
+	})
+	return res, err
+}
+
+func (s *Supervisor) withTool(ctx context.Context, name, toolName string, f func(context.Context, tool.Client) error) error {
+	return s.use(ctx, name, base.KindTool, toolName, func(ctx context.Context, raw any) error {
+		c, ok := raw.(tool.Client)
+		if !ok {
+			return fmt.Errorf("plugin %s: dispensed %T, not a tool client", name, raw)
+		}
+		return f(ctx, c)
+	})
+}
+
+// Use runs f with the dispensed client of plugin name (tool.Client,
+// provider.Client, vcs.Client, policyext.Client; runtime clients come from
+// the sandbox package), starting the plugin if needed. An error from f
+// that is not a structured plugin-level answer counts as a plugin failure:
+// the instance is killed and restarted on next use, and the breaker counts
+// it. kind, when set, must match the plugin's kind.
+func (s *Supervisor) Use(ctx context.Context, name string, kind base.Kind, f func(ctx context.Context, client any) error) error {
+	return s.use(ctx, name, kind, "", f)
+}
+
+func (s *Supervisor) use(ctx context.Context, name string, kind base.Kind, toolName string, f func(context.Context, any) error) error {
+	m, err := s.get(name)
+	if err != nil {
+		return err
+	}
+	if kind != "" && m.spec.Kind != kind {
+		return uerr.New(CodeKindUnsupported, fmt.Sprintf("plugin %s is a %s plugin, not a %s plugin", name, m.spec.Kind, kind), "the call needs a plugin of another kind", "choose a plugin of kind "+string(kind))
+	}
+	timeout := m.spec.Limits.Timeout
+	if timeout <= 0 {
+		timeout = s.opts.CallTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var inst *Instance
+	if toolName != "" && slices.Contains(m.spec.PerCallTools, toolName) {
+		// lifetime: per_call — a fresh instance that never serves another call.
+		inst, err = s.start(cctx, m.spec)
+		if err != nil {
+			m.mu.Lock()
+			s.failedLocked(m, err)
+			m.mu.Unlock()
+			return err
+		}
+		defer inst.stop()
+	} else if inst, err = s.acquire(cctx, m); err != nil {
+		return err
+	}
+	if err := f(cctx, inst.Raw); err != nil {
+		if ue, isUser := err.(*uerr.Error); isUser && ue.Code != base.CodeMalformed {
+			// A structured answer from the plugin: it is working as designed.
+			s.succeeded(m)
+			return err
+		}
+		return s.fail(m, inst, cctx, err)
+	}
+	s.succeeded(m)
+	return nil
+}

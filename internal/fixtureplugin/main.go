@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/fluffy-waffle/fluffy/plugins/base"
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/pluginsdk"
+)
+
+func main() {
+	name := filepath.Base(os.Args[0])
+	if i := strings.IndexByte(name, '.'); i > 0 {
+		name = name[:i]
+	}
+	_ = os.WriteFile("started-"+name, []byte(time.Now().String()), 0o644)
+	ts := toolSet("fixture")
+	switch name {
+	case "v1only":
+		ts.APIVersions = []int{1}
+		pluginsdk.ServeTool(ts, pluginsdk.WithAPIVersions(1))
+	case "v3only":
+		ts.APIVersions = []int{3}
+		plugin.Serve(&plugin.ServeConfig{
+			HandshakeConfig: base.Handshake(),
+			VersionedPlugins: map[int]plugin.PluginSet{
+				3: {tool.PluginName: &tool.GRPCPluginV2{Impl: ts}},
+			},
+			GRPCServer: plugin.DefaultGRPCServer,
+		})
+	case "badcookie":
+		h := base.Handshake()
+		h.MagicCookieValue = "not-the-fluffy-cookie"
+		plugin.Serve(&plugin.ServeConfig{HandshakeConfig: h, VersionedPlugins: tool.PluginSets(ts, []int{1, 2}), GRPCServer: plugin.DefaultGRPCServer})
+	case "stdout":
+		fmt.Println("hello from a plugin that talks too much")
+		pluginsdk.ServeTool(ts)
+	case "hang":
+		time.Sleep(time.Hour)
+	case "crashstart":
+		fmt.Fprintln(os.Stderr, "fatal: fixture crashes at start")
+		os.Exit(3)
+	case "liar":
+		ts.Name = "someone-else"
+		pluginsdk.ServeTool(ts)
+	default:
+		pluginsdk.ServeTool(ts)
+	}
+}
+
+func toolSet(name string) *pluginsdk.ToolSet {
+	obj := json.RawMessage(`{"type":"object"}`)
+	return &pluginsdk.ToolSet{
+		Name:    name,
+		Version: "1.0.0",
+		Specs: []pluginsdk.ToolSpec{
+			{Def: tool.Def{Name: "fx.echo", Summary: "echo the arguments", Parameters: obj}, Handler: func(_ context.Context, _ *pluginsdk.ToolContext, a json.RawMessage) (any, error) {
+				return a, nil
+			}},
+			{Def: tool.Def{Name: "fx.panic", Summary: "panic inside the call", Parameters: obj}, Handler: func(context.Context, *pluginsdk.ToolContext, json.RawMessage) (any, error) {
+				panic("fixture panics inside a call")
+			}},
+			{Def: tool.Def{Name: "fx.exit", Summary: "exit the process inside the call", Parameters: obj}, Handler: func(context.Context, *pluginsdk.ToolContext, json.RawMessage) (any, error) {
+				os.Exit(7)
+				return nil, nil
+			}},
+			{Def: tool.Def{Name: "fx.sleep", Summary: "sleep until cancelled (or forever with ignore_cancel)", Parameters: obj}, Handler: func(ctx context.Context, _ *pluginsdk.ToolContext, a json.RawMessage) (any, error) {
+				var args struct {
+					IgnoreCancel bool `json:"ignore_cancel"`
+				}
+				_ = json.Unmarshal(a, &args)
+				if args.IgnoreCancel {
+					time.Sleep(time.Hour)
+				}
+				<-ctx.Done()
+				return map[string]string{"stopped": context.Cause(ctx).Error()}, nil
+			}},
+			{Def: tool.Def{Name: "fx.progress", Summary: "report progress three times", Parameters: obj}, Handler: func(_ context.Context, tc *pluginsdk.ToolContext, _ json.RawMessage) (any, error) {
+				for i := 1; i <= 3; i++ {
+					tc.Progress(fmt.Sprintf("step %d", i), float64(i)/3)
+				}
+				return map[string]int{"steps": 3}, nil
+			}},
+		},
+	}
+}

@@ -1,0 +1,239 @@
+package manifests
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// FileSHA256 returns the lowercase hex sha256 of the file at path.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// VerifyChecksum hashes the entry binary and compares it with the manifest's
+// sha256. The entry must be a regular file that, after resolving symlinks,
+// still lies inside the plugin directory. Codes: MANIFEST_ENTRY_MISSING,
+// MANIFEST_ENTRY_ESCAPES, MANIFEST_ENTRY_NOT_REGULAR,
+// MANIFEST_CHECKSUM_MISMATCH, MANIFEST_READ_FAILED.
+//
+// This is the early, friendly check; go-plugin's SecureConfig (fed by
+// Checksum) repeats it at exec time.
+func (m *Manifest) VerifyChecksum() error {
+	entry := m.EntryPath()
+	fi, err := os.Lstat(entry)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return uerr.Wrap(err, CodeEntryMissing, fmt.Sprintf("plugin %s: entry binary %s does not exist", m.Name, entry),
+				fmt.Sprintf("%s names entry %q, resolved inside %s", m.Path, m.Entry, m.Dir),
+				"build the plugin into that path (make build), or correct \"entry\" in "+FileName)
+		}
+		return uerr.Wrap(err, CodeReadFailed, fmt.Sprintf("plugin %s: cannot inspect entry binary %s", m.Name, entry), err.Error(),
+			"check the file's permissions")
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		resolved, err := filepath.EvalSymlinks(entry)
+		if err != nil {
+			return uerr.Wrap(err, CodeEntryMissing, fmt.Sprintf("plugin %s: entry %s is a dangling symlink", m.Name, entry), err.Error(),
+				"point entry at the real binary")
+		}
+		dir, err := filepath.EvalSymlinks(m.Dir)
+		if err != nil {
+			dir = m.Dir
+		}
+		if rel, err := filepath.Rel(dir, resolved); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return uerr.New(CodeEntryEscapes, fmt.Sprintf("plugin %s: entry %s is a symlink to %s, outside the plugin directory", m.Name, entry, resolved),
+				"only the plugin directory is mounted into the sandbox, and a link out of it could swap the binary after review",
+				"copy the binary into the plugin directory instead of linking to it")
+		}
+		if fi, err = os.Stat(resolved); err != nil {
+			return uerr.Wrap(err, CodeReadFailed, fmt.Sprintf("plugin %s: cannot inspect entry binary %s", m.Name, resolved), err.Error(), "check the file's permissions")
+		}
+	}
+	if !fi.Mode().IsRegular() {
+		return uerr.New(CodeEntryNotRegular, fmt.Sprintf("plugin %s: entry %s is not a regular file", m.Name, entry),
+			"entry must be the plugin's executable", "point entry at the binary, not at a directory or device")
+	}
+	got, err := FileSHA256(entry)
+	if err != nil {
+		return uerr.Wrap(err, CodeReadFailed, fmt.Sprintf("plugin %s: cannot read entry binary %s", m.Name, entry), err.Error(),
+			"check the file's permissions")
+	}
+	if got != m.SHA256 {
+		return uerr.New(CodeChecksumMismatch,
+			fmt.Sprintf("plugin %s: entry %s has sha256 %s, but %s says %s", m.Name, entry, got, m.Path, m.SHA256),
+			"the binary is not the one the manifest was written for: it was rebuilt, replaced or tampered with",
+			"if you rebuilt it yourself, restamp the manifest (make build, or stamp-manifest -in plugin.yaml -bin <entry> -out plugin.yaml) and reinstall; otherwise do not run it")
+	}
+	return nil
+}
+
+// StampSHA256 returns manifest bytes with the top-level sha256 field set to
+// sum, leaving every other byte (comments, order, quoting) as it was. If the
+// field is absent, a line is added after "entry:" (or at the end).
+func StampSHA256(data []byte, sum string) ([]byte, error) {
+	if !sha256RE.MatchString(sum) {
+		return nil, uerr.New(CodeBadSHA256, fmt.Sprintf("%q is not a sha256", clip(sum)), "a sha256 is 64 lowercase hex digits",
+			"pass the output of sha256sum, or let stamp-manifest hash the binary")
+	}
+	fail := func(why string) error {
+		return uerr.New(CodeStampFailed, "cannot stamp the sha256 into the manifest", why,
+			"make sure the manifest is one YAML mapping with sha256 written on one line, e.g. sha256: \"\"")
+	}
+	var doc yaml.Node
+	if err := decodeNode(yaml.NewDecoder(bytes.NewReader(data)), &doc); err != nil {
+		return nil, fail(err.Error())
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fail("the top level is not a mapping")
+	}
+	root := doc.Content[0]
+	if root.Style&yaml.FlowStyle != 0 {
+		return nil, fail("the manifest is written in flow style ({...})")
+	}
+	lines := splitLinesKeep(data)
+	quoted := `"` + sum + `"`
+	var entryLine int
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value == "entry" {
+			entryLine = v.Line
+		}
+		if k.Value != "sha256" {
+			continue
+		}
+		if k.Line < 1 || k.Line > len(lines) || v.Kind != yaml.ScalarNode || v.Line != k.Line && v.Value != "" {
+			return nil, fail("sha256 is not a single-line value")
+		}
+		line := lines[k.Line-1]
+		start := byteOffset(line, k.Column-1) + len("sha256")
+		colon := bytes.IndexByte(line[start:], ':')
+		if colon < 0 {
+			return nil, fail("sha256 has no \":\" on its line")
+		}
+		valStart := start + colon + 1
+		valEnd := valStart
+		if v.Value != "" || v.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+			valStart = byteOffset(line, v.Column-1)
+			end, ok := scalarEnd(line, valStart, v)
+			if !ok {
+				return nil, fail("sha256's value could not be located")
+			}
+			valEnd = end
+		}
+		prefix := ""
+		if valStart == start+colon+1 {
+			prefix = " "
+		}
+		var out bytes.Buffer
+		for j := 0; j < k.Line-1; j++ {
+			out.Write(lines[j])
+		}
+		out.Write(line[:valStart])
+		out.WriteString(prefix + quoted)
+		out.Write(line[valEnd:])
+		for j := k.Line; j < len(lines); j++ {
+			out.Write(lines[j])
+		}
+		return out.Bytes(), nil
+	}
+	// Absent: insert after the entry line, or append.
+	var out bytes.Buffer
+	ins := []byte("sha256: " + quoted + "\n")
+	if entryLine >= 1 && entryLine <= len(lines) {
+		for j, l := range lines {
+			out.Write(l)
+			if j == entryLine-1 {
+				if !bytes.HasSuffix(l, []byte("\n")) {
+					out.WriteByte('\n')
+				}
+				out.Write(ins)
+			}
+		}
+		return out.Bytes(), nil
+	}
+	out.Write(data)
+	if len(data) > 0 && !bytes.HasSuffix(data, []byte("\n")) {
+		out.WriteByte('\n')
+	}
+	out.Write(ins)
+	return out.Bytes(), nil
+}
+
+func splitLinesKeep(data []byte) [][]byte {
+	var lines [][]byte
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			lines = append(lines, data)
+			break
+		}
+		lines = append(lines, data[:i+1])
+		data = data[i+1:]
+	}
+	return lines
+}
+
+// byteOffset converts a 0-based character column into a byte offset.
+func byteOffset(line []byte, col int) int {
+	off := 0
+	for i := 0; i < col && off < len(line); i++ {
+		_, size := utf8.DecodeRune(line[off:])
+		off += size
+	}
+	return off
+}
+
+// scalarEnd finds where a single-line scalar that starts at off ends.
+func scalarEnd(line []byte, off int, v *yaml.Node) (int, bool) {
+	if off >= len(line) {
+		return 0, false
+	}
+	switch line[off] {
+	case '"':
+		for i := off + 1; i < len(line); i++ {
+			switch line[i] {
+			case '\\':
+				i++
+			case '"':
+				return i + 1, true
+			}
+		}
+		return 0, false
+	case '\'':
+		for i := off + 1; i < len(line); i++ {
+			if line[i] == '\'' {
+				if i+1 < len(line) && line[i+1] == '\'' {
+					i++
+					continue
+				}
+				return i + 1, true
+			}
+		}
+		return 0, false
+	}
+	if bytes.HasPrefix(line[off:], []byte(v.Value)) {
+		return off + len(v.Value), true
+	}
+	return 0, false
+}

@@ -1,0 +1,78 @@
+// Command wordcount is a small third-party-style tool plugin: the example the
+// README walks a plugin author through. It offers one tool, text.count,
+// that counts the lines, words and bytes of a project file.
+//
+// Build it, stamp its checksum into plugin.yaml, certify and install it:
+//
+//	go build -o wordcount .
+//	go run github.com/fluffy-waffle/fluffy/manifests/cmd/stamp-manifest -in plugin.yaml -bin wordcount
+//	fluffy conformance run .
+//	fluffy plugin install . --yes
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/pluginsdk"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+func main() {
+	pluginsdk.ServeTool(New())
+}
+
+// New returns the plugin; tests use it in-process through plugintest.
+func New() *pluginsdk.ToolSet {
+	return &pluginsdk.ToolSet{
+		Name:    "wordcount",
+		Version: "1.0.0",
+		Logger:  pluginsdk.NewLogger("wordcount"),
+		Specs: []pluginsdk.ToolSpec{{
+			Def: tool.Def{
+				Name:       "text.count",
+				Summary:    "Count lines, words and bytes of a project file",
+				Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","minLength":1}},"required":["path"],"additionalProperties":false}`),
+				OutputMode: tool.OutputFull,
+			},
+			Handler: count,
+		}},
+	}
+}
+
+type counts struct {
+	Path  string `json:"path"`
+	Lines int    `json:"lines"`
+	Words int    `json:"words"`
+	Bytes int    `json:"bytes"`
+}
+
+func count(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (any, error) {
+	var args struct {
+		Path string `json:"path"`
+	}
+	if err := json.Unmarshal(raw, &args); err != nil || args.Path == "" {
+		return nil, uerr.New("TOOL_ARGS_INVALID", "text.count needs a path", "the arguments have no usable \"path\"", `send {"path": "src/main.go"}`)
+	}
+	p := path.Clean(args.Path)
+	if path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
+		return nil, uerr.New("FS_PATH_ESCAPES", fmt.Sprintf("path %q is outside the project", args.Path), "plugins see only the project", "use a path relative to the project root")
+	}
+	// os.Root keeps symlinks from leading outside the workspace.
+	root, err := os.OpenRoot(tc.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	b, err := root.ReadFile(p)
+	if err != nil {
+		return nil, uerr.Wrap(err, "FS_NOT_FOUND", "cannot read "+p, err.Error(), "check the path")
+	}
+	return counts{Path: p, Lines: bytes.Count(b, []byte("\n")), Words: len(bytes.Fields(b)), Bytes: len(b)}, nil
+}
