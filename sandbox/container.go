@@ -522,3 +522,12 @@ func (r *containerRunner) HostToPlugin(hostNet, hostAddr string) (string, string
 }
 
 func exitOf(s Status) rt.Exit { return rt.Exit{Code: s.ExitCode, OOMKilled: s.OOMKilled} }
+
+// ExitError explains an exited sandbox (out of memory, non-zero exit) as a
+// structured error, or returns nil while it runs or after a clean exit.
+func (s Status) ExitError(name string, l Limits) error {
+	if !s.Exited {
+		return nil
+	}
+	return exitError(name, l, exitOf(s))
+}
