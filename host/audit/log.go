@@ -108,7 +108,7 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 		o.FlushEntries = 100
 	}
 	if o.MaxPending <= 0 {
-		o.MaxPending = 1 << 16
+		o.MaxPending = 8192
 	}
 	if o.TailVerify <= 0 {
 		o.TailVerify = 10000
@@ -522,3 +522,4 @@ func readMark(txn *badger.Txn, key string) (mark, bool, error) {
 }
 
 func readHorizon(txn *badger.Txn) (mark, bool, error) { return readMark(txn, keyHorizon) }
+
