@@ -64,6 +64,9 @@ func crashChild(dir, acks string) int {
 				if _, err := f.WriteString(fmt.Sprintf("%s %d %d\n", kind, r.ID, time.Now().UnixNano())); err != nil {
 					os.Exit(5)
 				}
+				if g != 0 && i%10 == 9 {
+					time.Sleep(time.Millisecond) // ~10k events/s per goroutine: a busy kernel, not a flood
+				}
 			}
 		}(g)
 	}
@@ -78,7 +81,12 @@ func crashChild(dir, acks string) int {
 // appended within the flush interval (500 ms) before the kill.
 func TestCrashLosesNoAcknowledgedSecurityEvent(t *testing.T) {
 	const rounds = 20
-	const flushBound = 500*time.Millisecond + 150*time.Millisecond // interval + scheduling slack on a loaded machine
+	// The log makes appenders wait once the oldest unwritten record is
+	// FlushInterval (500 ms) old, so a lost operational event is at most
+	// 500 ms older than the newest acknowledged event; 250 ms of slack covers
+	// the child stamping its acks a little after Append returns on a loaded
+	// machine.
+	const flushBound = 500*time.Millisecond + 250*time.Millisecond
 	dir := dbDir(t)
 	tmp := t.TempDir()
 	ctx := context.Background()
@@ -102,7 +110,7 @@ func TestCrashLosesNoAcknowledgedSecurityEvent(t *testing.T) {
 		must(t, cmd.Process.Signal(syscall.SIGKILL))
 		_ = cmd.Wait()
 
-		sec, ops := readAcks(t, acks)
+		sec, ops, lastAck := readAcks(t, acks)
 		l := openLog(t, dir, nil)
 		if st := l.StartupReport(); !st.OK() {
 			l.Close()
@@ -129,9 +137,10 @@ func TestCrashLosesNoAcknowledgedSecurityEvent(t *testing.T) {
 				continue
 			}
 			lost++
-			if age := killedAt.Sub(at); age > flushBound {
+			if age := lastAck.Sub(at); age > flushBound {
 				l.Close()
-				t.Fatalf("round %d: operational event %d appended %s before the kill is lost (bound %s)", round, id, age, flushBound)
+				t.Fatalf("round %d: operational event %d appended %s before the last acknowledged event (%s before the kill) is lost (bound %s)",
+					round, id, age, killedAt.Sub(at), flushBound)
 			}
 		}
 		t.Logf("round %d: killed after acking %d security and %d operational events; newest stored id %d; %d operational lost", round, len(sec), len(ops), rep.ToID, lost)
@@ -145,7 +154,7 @@ func TestCrashLosesNoAcknowledgedSecurityEvent(t *testing.T) {
 	t.Logf("%d rounds: %d acknowledged security events all present; %d recent operational events lost", rounds, totalSec, totalLost)
 }
 
-func readAcks(t *testing.T, path string) (sec []uint64, ops map[uint64]time.Time) {
+func readAcks(t *testing.T, path string) (sec []uint64, ops map[uint64]time.Time, last time.Time) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	must(t, err)
@@ -157,8 +166,11 @@ func readAcks(t *testing.T, path string) (sec []uint64, ops map[uint64]time.Time
 		}
 		id, err1 := strconv.ParseUint(f[1], 10, 64)
 		ns, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
+		if err1 != nil || err2 != nil || len(f[2]) != len(strconv.FormatInt(time.Now().UnixNano(), 10)) {
+			continue // a line the kill cut short
+		}
+		if at := time.Unix(0, ns); at.After(last) {
+			last = at
 		}
 		if f[0] == "s" {
 			sec = append(sec, id)
@@ -166,5 +178,5 @@ func readAcks(t *testing.T, path string) (sec []uint64, ops map[uint64]time.Time
 			ops[id] = time.Unix(0, ns)
 		}
 	}
-	return sec, ops
+	return sec, ops, last
 }
