@@ -4,6 +4,7 @@ package main
 // lives in its own file named after it.
 func commands() []command {
 	return []command{
+		{name: "audit", summary: "inspect, verify, export the project's audit log", run: runAudit},
 		{name: "version", summary: "print fluffy's version and the plugin API range", run: runVersion},
 	}
 }
