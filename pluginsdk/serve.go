@@ -64,6 +64,6 @@ func serve(sets map[int]plugin.PluginSet, o serveOptions) {
 		// Exits the plugin once its kernel's last connection is gone, so a
 		// plugin never outlives a kernel that was killed.
 		GRPCServer: rt.GuestGRPCServer(nil),
-		Logger:           o.logger,
+		Logger:     o.logger,
 	})
 }

@@ -24,7 +24,7 @@ func (e ext) Info() base.Info {
 	return base.Info{Name: "ext-" + e.mode, Kind: base.KindPolicy, Version: "1.0.0", APIVersions: []int{1, 2}}
 }
 func (ext) Configure(context.Context, base.Config, base.KernelClient) error { return nil }
-func (ext) Health(context.Context) error                                  { return nil }
+func (ext) Health(context.Context) error                                    { return nil }
 
 func (e ext) Evaluate(_ context.Context, r policyext.Request) (policyext.Decision, error) {
 	if r.Syscall == "warmup" {
