@@ -15,7 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/store"
 )
 
-func testEnv() (*env, *bytes.Buffer, *bytes.Buffer) {
+func auditTestEnv() (*env, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
 	return &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, log: hclog.NewNullLogger(),
 		getenv: func(string) string { return "" }}, &out, &errb
@@ -63,7 +63,7 @@ func TestAuditCLI(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e, out, errb := testEnv()
+			e, out, errb := auditTestEnv()
 			if code := run(c.args, e); code != c.code {
 				t.Fatalf("exit %d, want %d; stderr: %s", code, c.code, errb)
 			}
@@ -84,17 +84,17 @@ func TestAuditCLI(t *testing.T) {
 func TestAuditCLIExportAndVerifyFile(t *testing.T) {
 	project := seedProject(t)
 	file := filepath.Join(t.TempDir(), "export.jsonl")
-	e, _, errb := testEnv()
+	e, _, errb := auditTestEnv()
 	if code := run([]string{"audit", "export", "--project", project, "-o", file}, e); code != 0 {
 		t.Fatalf("export exit %d: %s", code, errb)
 	}
-	e, out, errb := testEnv()
+	e, out, errb := auditTestEnv()
 	if code := run([]string{"audit", "verify", "--file", file}, e); code != 0 || !strings.Contains(out.String(), "chain OK") {
 		t.Fatalf("verify --file exit %d: %s %s", code, out, errb)
 	}
 	b, _ := os.ReadFile(file)
 	os.WriteFile(file, bytes.Replace(b, []byte(`"outside workspace"`), []byte(`"inside workspace"`), 1), 0o600)
-	e, out, errb = testEnv()
+	e, out, errb = auditTestEnv()
 	if code := run([]string{"audit", "verify", "--file", file}, e); code != 1 || !strings.Contains(errb.String(), "AUDIT_CHAIN_BREAK") || !strings.Contains(out.String(), "BREAK at 1") {
 		t.Fatalf("tampered export: exit %d\n%s\n%s", code, out, errb)
 	}
@@ -113,7 +113,7 @@ func TestAuditCLIVerifyReportsTamperedDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, out, errb := testEnv()
+	e, out, errb := auditTestEnv()
 	if code := run([]string{"audit", "verify", "--project", project}, e); code != 1 || !strings.Contains(out.String(), "BREAK at 7") || !strings.Contains(errb.String(), "AUDIT_CHAIN_BREAK") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errb)
 	}
