@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
@@ -44,9 +45,13 @@ type Options struct {
 type Kernel struct {
 	Registry *registry.Registry
 	Plugins  *supervisor.Supervisor
-	db       *store.DB
-	sb       *sandboxes
-	log      hclog.Logger
+	// HomeAudit records plugin registry events ($FLUFFY_HOME/db); Audit is
+	// the project's log (<workspace>/.fluffy/db).
+	HomeAudit *audit.Log
+	Audit     *audit.Log
+	db        *store.DB
+	sb        *sandboxes
+	log       hclog.Logger
 }
 
 // HomeDB is the badger directory under $FLUFFY_HOME.
@@ -70,7 +75,21 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		return nil, err
 	}
 	k := &Kernel{db: db, log: o.Logger.Named("kernel")}
-	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger})
+	if k.HomeAudit, err = audit.Open(ctx, audit.Options{DB: db, Logger: o.Logger}); err != nil {
+		k.Close()
+		return nil, err
+	}
+	if k.Audit, err = audit.Open(ctx, audit.Options{Dir: store.DefaultDir(o.Workspace), Logger: o.Logger}); err != nil {
+		k.Close()
+		return nil, err
+	}
+	if _, err := k.Audit.ApplyRetention(ctx); err != nil {
+		k.log.Warn("audit retention failed", "error", err)
+	}
+	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger, Auditor: Auditor{Log: k.HomeAudit, Logger: o.Logger}})
+	if o.NetworkAuditor == nil {
+		o.NetworkAuditor = Auditor{Log: k.Audit, Logger: o.Logger}
+	}
 	launcher := o.Launcher
 	kernelID := ""
 	if launcher == nil {
@@ -88,6 +107,10 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		Observer: k,
 	})
 	if err := k.loadAll(ctx); err != nil {
+		k.Close()
+		return nil, err
+	}
+	if _, err := k.Audit.Append(ctx, audit.Event{Type: audit.EventKernelStart, SessionID: o.SessionID, Metadata: map[string]string{"kernel": kernelID, "sandbox": o.Sandbox}}); err != nil {
 		k.Close()
 		return nil, err
 	}
@@ -150,6 +173,13 @@ func (k *Kernel) Close() {
 	}
 	if k.sb != nil {
 		k.sb.close()
+	}
+	if k.Audit != nil {
+		_, _ = k.Audit.Append(context.Background(), audit.Event{Type: audit.EventKernelShutdown})
+		_ = k.Audit.Close()
+	}
+	if k.HomeAudit != nil {
+		_ = k.HomeAudit.Close()
 	}
 	if k.db != nil {
 		_ = k.db.Close()

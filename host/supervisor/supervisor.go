@@ -16,6 +16,8 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/kernel"
@@ -315,7 +317,8 @@ func (s *Supervisor) fail(m *managed, inst *Instance, callCtx context.Context, e
 	defer m.mu.Unlock()
 	var out error
 	switch {
-	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
+	case errors.Is(callCtx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
+		// gRPC's deadline timer can fire a moment before the context's.
 		out = uerr.Wrap(err, CodeCallTimeout, fmt.Sprintf("plugin %s did not answer in time", m.spec.Name),
 			"the call passed its deadline; the plugin was killed and will be restarted", "retry; if it keeps happening the plugin may hang on this input")
 	case errors.Is(callCtx.Err(), context.Canceled):
