@@ -3,12 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
@@ -30,21 +28,10 @@ func runPolicy(e *env, args []string) error {
 }
 
 // projectPolicyPath is <project>/.fluffy/policy.yaml.
-func projectPolicyPath(project string) string {
-	return filepath.Join(project, ".fluffy", "policy.yaml")
-}
+func projectPolicyPath(project string) string { return policy.ProjectPath(project) }
 
-// activePolicy loads the project's policy file, or the embedded default
-// when there is none.
-func activePolicy(project string) (*policy.Policy, error) {
-	path := projectPolicyPath(project)
-	if _, err := os.Stat(path); err == nil {
-		return policy.LoadFile(path)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, uerr.Wrap(err, policy.CodeRead, "cannot read "+path, err.Error(), "check its permissions")
-	}
-	return policy.Default()
-}
+// activePolicy loads the project's policy file, or the embedded default.
+func activePolicy(project string) (*policy.Policy, error) { return policy.LoadProject(project) }
 
 func projectFlag(fs *flag.FlagSet) *string {
 	return fs.String("project", ".", "project directory (the active policy is <project>/.fluffy/policy.yaml, else the built-in default)")

@@ -11,6 +11,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/token"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
@@ -102,6 +103,14 @@ func (a Auditor) RecordDecision(ctx context.Context, req policy.Request, res pol
 		ev.DenyReason = strings.Join(res.Reasons, "; ")
 	}
 	a.append(ctx, ev)
+}
+
+// RecordCapability writes the durable capability_issued event.
+func (a Auditor) RecordCapability(ctx context.Context, plugin, instance string, t token.Token) {
+	a.append(ctx, audit.Event{
+		Type: audit.EventCapabilityIssued, Caller: plugin, SyscallType: t.Scope.Syscall, CapabilityID: t.ID, SandboxID: instance,
+		Metadata: map[string]string{"paths": strings.Join(t.Scope.Paths, ","), "max_ops": fmt.Sprint(t.Scope.MaxOps), "expires": t.Expires.UTC().Format(time.RFC3339)},
+	})
 }
 
 // RecordPolicyUpdate writes the durable policy_update event.

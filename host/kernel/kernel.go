@@ -14,6 +14,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
@@ -35,8 +36,10 @@ type Options struct {
 	Getenv func(string) string
 	// NetworkAuditor hears every request through the provider proxy.
 	NetworkAuditor sandbox.Auditor
-	// Progress receives one line per slow start-up step.
+	// Progress receives one line per slow start-up step and plugin progress.
 	Progress func(string)
+	// Policy judges plugin callbacks; nil loads the project's policy.
+	Policy *policy.Engine
 }
 
 // Kernel wires the registry to the supervisor: every registered, enabled
@@ -49,6 +52,10 @@ type Kernel struct {
 	// the project's log (<workspace>/.fluffy/db).
 	HomeAudit *audit.Log
 	Audit     *audit.Log
+	// Policy judges every kernel callback a plugin makes.
+	Policy    *policy.Engine
+	workspace string
+	progress  func(string)
 	db        *store.DB
 	sb        *sandboxes
 	log       hclog.Logger
@@ -74,7 +81,16 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kernel{db: db, log: o.Logger.Named("kernel")}
+	k := &Kernel{db: db, log: o.Logger.Named("kernel"), workspace: o.Workspace, progress: o.Progress}
+	if o.Policy == nil {
+		p, err := policy.LoadProject(o.Workspace)
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		o.Policy = policy.NewEngine(p, policy.Options{Logger: o.Logger})
+	}
+	k.Policy = o.Policy
 	if k.HomeAudit, err = audit.Open(ctx, audit.Options{DB: db, Logger: o.Logger}); err != nil {
 		k.Close()
 		return nil, err
@@ -103,8 +119,10 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	k.Plugins = supervisor.New(supervisor.Options{
 		Logger: o.Logger, Launcher: launcher, StartTimeout: o.StartTimeout, KernelID: kernelID,
 		Workspace: o.Workspace, SessionID: o.SessionID, SessionMode: o.SessionMode,
-		OutRoot:  filepath.Join(o.Workspace, ".fluffy", "out"),
-		Observer: k,
+		OutRoot:        filepath.Join(o.Workspace, ".fluffy", "out"),
+		Observer:       k,
+		KernelService:  k.kernelService,
+		HealthInterval: 30 * time.Second,
 	})
 	if err := k.loadAll(ctx); err != nil {
 		k.Close()
@@ -185,3 +203,5 @@ func (k *Kernel) Close() {
 		_ = k.db.Close()
 	}
 }
+
+func (k *Kernel) auditor() Auditor { return Auditor{Log: k.Audit, Logger: k.log} }
