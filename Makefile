@@ -26,7 +26,7 @@ $(BIN)/fluffy: FORCE
 plugins: $(BIN)/stamp-manifest
 	@set -e; for p in $(PLUGINS); do \
 	  mkdir -p $(BIN)/plugins/$$p; \
-	  CGO_ENABLED=0 $(GO) build -o $(BIN)/plugins/$$p/$$p ./builtin-plugins/$$p; \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/plugins/$$p/$$p ./builtin-plugins/$$p; \
 	  $(BIN)/stamp-manifest -in builtin-plugins/$$p/plugin.yaml -bin $(BIN)/plugins/$$p/$$p -out $(BIN)/plugins/$$p/plugin.yaml >/dev/null; \
 	  echo "built plugin $$p"; \
 	done

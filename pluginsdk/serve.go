@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 )
 
 // Option configures Serve*.
@@ -60,7 +61,9 @@ func serve(sets map[int]plugin.PluginSet, o serveOptions) {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  base.Handshake(),
 		VersionedPlugins: sets,
-		GRPCServer:       plugin.DefaultGRPCServer,
-		Logger:           o.logger,
+		// Exits the plugin once its kernel's last connection is gone, so a
+		// plugin never outlives a kernel that was killed.
+		GRPCServer: rt.GuestGRPCServer(nil),
+		Logger:     o.logger,
 	})
 }

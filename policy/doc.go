@@ -1,2 +1,18 @@
-// Package policy owns the policy engine: rule model, YAML loader, evaluation, capability tokens, and the default policy. It must not perform the actions it judges.
+// Package policy owns the policy engine (seed 000 "Security Policy Module"):
+// the rule model, the YAML loader with strict units and load-time examples,
+// evaluation in layers (built-in rules → capability-token fast path → YAML
+// rules indexed by syscall → extension plugins), observe mode, hot reload,
+// policy.update with a trial replay of recent decisions, and the default
+// policy shipped with fluffy.
+//
+// Semantics: default-deny; a deny is terminal and short-circuits; a
+// require_review beats allow and all review reasons are kept; pass abstains;
+// the result never depends on rule order.
+//
+// It must not perform the actions it judges, talk to plugins directly (an
+// Extension is handed in by the kernel), or write the audit log (callers
+// record the Result it returns).
+//
+// Subpackages: glob (gitignore-style patterns), units (sizes, durations),
+// token (capability tokens).
 package policy

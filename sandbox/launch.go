@@ -38,6 +38,10 @@ type LaunchSpec struct {
 	KernelID string
 	// Network lists host:port pairs a provider may reach through the proxy.
 	Network []string
+	// SHA256 is the manifest's hash of Binary. Container and jail launchers
+	// verify it themselves (go-plugin's SecureConfig cannot check a
+	// RunnerFunc or bwrap launch); leave ClientConfig.SecureConfig nil.
+	SHA256 string
 }
 
 // Launched tells the caller how the plugin sees its mounts and how to undo
@@ -49,6 +53,9 @@ type Launched struct {
 	// Cleanup releases everything the launcher created. It is idempotent and
 	// safe to call after the plugin exited.
 	Cleanup func()
+	// Status reports the sandbox's lifecycle state and, once it ended, how
+	// (exit code, OOM kill). Nil for launchers without a sandbox.
+	Status func() Status
 }
 
 // Subprocess launches plugins as plain child processes with an empty

@@ -5,6 +5,9 @@ package main
 func commands() []command {
 	return []command{
 		{name: "plugin", summary: "install, list, inspect, enable, disable and remove plugins", run: runPlugin},
+		{name: "sandbox", summary: "list (ls) and clean up (gc) plugin sandbox containers", run: runSandbox},
+		{name: "audit", summary: "inspect, verify, export the project's audit log", run: runAudit},
 		{name: "version", summary: "print fluffy's version and the plugin API range", run: runVersion},
+		{name: "policy", summary: "show, validate, explain and update the security policy", run: runPolicy},
 	}
 }

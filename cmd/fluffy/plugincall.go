@@ -20,6 +20,7 @@ func pluginCall(e *env, args []string) error {
 	fs := newFlags("plugin call")
 	project := fs.String("project", ".", "project directory the plugin sees (read-only)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "deadline for the call")
+	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "L2 runtime: docker, bwrap, or none (development only)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil || len(pos) < 2 || len(pos) > 3 {
 		return usageErr("plugin call", "expected PLUGIN TOOL [ARGS_JSON]", `usage: fluffy plugin call tool-fs fs.read '{"path":"README.md"}' [--project DIR]`)
@@ -39,7 +40,10 @@ func pluginCall(e *env, args []string) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	k, err := kernel.Open(ctx, kernel.Options{Home: e.home, Workspace: ws, Logger: e.log, SessionID: "cli"})
+	k, err := kernel.Open(ctx, kernel.Options{
+		Home: e.home, Workspace: ws, Logger: e.log, SessionID: "cli", Sandbox: *sb, Getenv: e.getenv,
+		Progress: func(s string) { fmt.Fprintf(e.stderr, "  %s...\n", s) },
+	})
 	if err != nil {
 		return err
 	}

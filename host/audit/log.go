@@ -66,6 +66,7 @@ type Log struct {
 	prevHash   Hash
 	newSegment bool // the next record begins a chain segment
 	cur        *batch
+	inflight   *batch // the batch the writer is writing, if any
 	closed     bool
 	failed     error
 	startup    Report
@@ -78,6 +79,7 @@ type Log struct {
 type batch struct {
 	keys, vals [][]byte
 	records    int
+	first      time.Time // when the first record was added (wall clock)
 	sync       bool
 	lastID     uint64
 	lastHash   Hash
@@ -108,7 +110,7 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 		o.FlushEntries = 100
 	}
 	if o.MaxPending <= 0 {
-		o.MaxPending = 1 << 16
+		o.MaxPending = 8192
 	}
 	if o.TailVerify <= 0 {
 		o.TailVerify = 10000
@@ -248,8 +250,11 @@ func (l *Log) Append(ctx context.Context, ev Event) (Record, error) {
 	sec := ev.Security || IsSecurity(ev.Type)
 
 	l.mu.Lock()
-	for !l.closed && l.failed == nil && l.cur.records >= l.o.MaxPending {
-		b := l.cur
+	for !l.closed && l.failed == nil {
+		b := l.lagging()
+		if b == nil {
+			break
+		}
 		l.kickLocked()
 		l.mu.Unlock()
 		<-b.done
@@ -282,6 +287,9 @@ func (l *Log) Append(ctx context.Context, ev Event) (Record, error) {
 	b.keys = append(b.keys, recKey(rec.ID))
 	b.vals = append(b.vals, val)
 	b.lastID, b.lastHash = rec.ID, rec.Hash
+	if b.records == 0 {
+		b.first = time.Now()
+	}
 	b.records++
 	if sec {
 		b.sync = true
@@ -304,6 +312,25 @@ func (l *Log) Append(ctx context.Context, ev Event) (Record, error) {
 			b.err.Error(), "check free disk space and the .fluffy directory")
 	}
 	return rec, nil
+}
+
+// lagging returns the batch an appender must wait for before adding a
+// record, or nil. Appenders wait when MaxPending records are pending, or when
+// the oldest unwritten record is FlushInterval old (the writer is behind):
+// so acknowledged operational events are never more than FlushInterval older
+// than the newest acknowledged event when they reach badger, whatever the
+// load — the crash window stays bounded. Called with l.mu held.
+func (l *Log) lagging() *batch {
+	if l.cur.records >= l.o.MaxPending {
+		return l.cur
+	}
+	if in := l.inflight; in != nil && time.Since(in.first) >= l.o.FlushInterval {
+		return in
+	}
+	if l.cur.records > 0 && time.Since(l.cur.first) >= l.o.FlushInterval {
+		return l.cur
+	}
+	return nil
 }
 
 func (l *Log) kickLocked() {
@@ -392,6 +419,7 @@ func (l *Log) flushOnce() bool {
 		return false
 	}
 	l.cur = newBatch()
+	l.inflight = b
 	failed := l.failed
 	l.mu.Unlock()
 	if failed != nil {
@@ -403,6 +431,9 @@ func (l *Log) flushOnce() bool {
 		l.failed = err
 		l.mu.Unlock()
 	}
+	l.mu.Lock()
+	l.inflight = nil
+	l.mu.Unlock()
 	close(b.done)
 	return true
 }

@@ -47,6 +47,9 @@ type Report struct {
 	Checked uint64 `json:"checked"`
 	// Segments are the ids where a chain segment begins (genesis records).
 	Segments []uint64 `json:"segments,omitempty"`
+	// RecordedBreaks are the ids of audit_chain_break records: breaks (or
+	// database recoveries) found earlier, after which a segment began.
+	RecordedBreaks []uint64 `json:"recorded_breaks,omitempty"`
 	// Breaks lists where the chain fails, first first (at most 100).
 	Breaks      []Break `json:"breaks,omitempty"`
 	TotalBreaks int     `json:"total_breaks"`
@@ -163,6 +166,9 @@ func (v *verifier) next(key uint64, val []byte) {
 		v.brk(key, "record is unreadable: "+err.Error())
 	case isGenesis(&r):
 		v.rep.Segments = append(v.rep.Segments, key)
+		if r.EventType == EventAuditChainBreak {
+			v.rep.RecordedBreaks = append(v.rep.RecordedBreaks, key)
+		}
 	case wantKnown && first:
 		v.brk(key, "prev_hash does not match the hash of the last record removed by retention")
 	case wantKnown:

@@ -13,6 +13,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
 // Options configure a kernel.
@@ -22,11 +23,19 @@ type Options struct {
 	// Workspace is the project root plugins see read-only.
 	Workspace string
 	Logger    hclog.Logger
-	// Launcher starts plugin processes; nil means plain subprocesses.
+	// Sandbox picks the L2 runtime: docker (default), bwrap, or none.
+	Sandbox string
+	// Launcher, when set, replaces the one Sandbox would build (tests).
 	Launcher     supervisor.Launcher
 	SessionID    string
 	SessionMode  string
 	StartTimeout time.Duration
+	// Getenv reads DOCKER_HOST and FLUFFY_RUNTIME_ADAPTER (default os.Getenv).
+	Getenv func(string) string
+	// NetworkAuditor hears every request through the provider proxy.
+	NetworkAuditor sandbox.Auditor
+	// Progress receives one line per slow start-up step.
+	Progress func(string)
 }
 
 // Kernel wires the registry to the supervisor: every registered, enabled
@@ -36,6 +45,7 @@ type Kernel struct {
 	Registry *registry.Registry
 	Plugins  *supervisor.Supervisor
 	db       *store.DB
+	sb       *sandboxes
 	log      hclog.Logger
 }
 
@@ -61,8 +71,18 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	}
 	k := &Kernel{db: db, log: o.Logger.Named("kernel")}
 	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger})
+	launcher := o.Launcher
+	kernelID := ""
+	if launcher == nil {
+		sb, err := openSandboxes(ctx, o, o.Logger)
+		if err != nil {
+			k.Close()
+			return nil, err
+		}
+		k.sb, launcher, kernelID = sb, sb.launcher, sb.lease.KernelID
+	}
 	k.Plugins = supervisor.New(supervisor.Options{
-		Logger: o.Logger, Launcher: o.Launcher, StartTimeout: o.StartTimeout,
+		Logger: o.Logger, Launcher: launcher, StartTimeout: o.StartTimeout, KernelID: kernelID,
 		Workspace: o.Workspace, SessionID: o.SessionID, SessionMode: o.SessionMode,
 		OutRoot:  filepath.Join(o.Workspace, ".fluffy", "out"),
 		Observer: k,
@@ -127,6 +147,9 @@ func (k *Kernel) PluginEvent(spec supervisor.Spec, instanceID, event string, cau
 func (k *Kernel) Close() {
 	if k.Plugins != nil {
 		k.Plugins.Close()
+	}
+	if k.sb != nil {
+		k.sb.close()
 	}
 	if k.db != nil {
 		_ = k.db.Close()

@@ -46,7 +46,7 @@ func TestLifecycleStates(t *testing.T) {
 	src := stage(t)
 	ctx := context.Background()
 
-	k, err := Open(ctx, Options{Home: home, Workspace: ws})
+	k, err := Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestLifecycleStates(t *testing.T) {
 	}
 	k.Close()
 
-	k, err = Open(ctx, Options{Home: home, Workspace: ws})
+	k, err = Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestLifecycleStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.Close()
-	k, err = Open(ctx, Options{Home: home, Workspace: ws})
+	k, err = Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,13 +94,13 @@ func TestUnloadedOnClose(t *testing.T) {
 	home, ws := t.TempDir(), t.TempDir()
 	ctx := context.Background()
 	src := stage(t)
-	k, err := Open(ctx, Options{Home: home, Workspace: ws})
+	k, err := Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone})
 	if err != nil {
 		t.Fatal(err)
 	}
 	k.Registry.Install(ctx, src, registry.InstallOptions{BuiltinDirs: []string{filepath.Dir(src)}})
 	k.Close()
-	k, _ = Open(ctx, Options{Home: home, Workspace: ws})
+	k, _ = Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone})
 	k.Plugins.Tools(ctx, "tool-fs")
 	k.Plugins.Close()
 	if got := state(t, k, "tool-fs"); got != registry.StateUnloaded {

@@ -79,9 +79,18 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 		Name: spec.Name, Version: spec.Version, Kind: string(spec.Kind), Binary: spec.Binary,
 		Template: spec.Template, Limits: spec.Limits, Workspace: s.opts.Workspace, OutDir: out,
 		SessionID: s.opts.SessionID, InstanceID: id, KernelID: s.opts.KernelID, Network: spec.Network,
+		SHA256: spec.SHA256,
 	}, cfg)
 	if err != nil {
+		if _, ok := uerr.As(err); ok {
+			return nil, err
+		}
 		return nil, uerr.Wrap(err, "PLUGIN_LAUNCH_FAILED", fmt.Sprintf("could not launch plugin %s", spec.Name), err.Error(), "check that the sandbox runtime is available (`fluffy sandbox ls`)")
+	}
+	if cfg.RunnerFunc != nil {
+		// go-plugin can only hash cfg.Cmd's binary; a launcher that runs the
+		// plugin some other way verified LaunchSpec.SHA256 itself.
+		cfg.SecureConfig = nil
 	}
 	inst := &Instance{ID: id, Spec: spec, Launched: launched, stderr: tail, client: plugin.NewClient(cfg)}
 	fail := func(err error) (*Instance, error) {

@@ -322,8 +322,15 @@ func (s *Supervisor) fail(m *managed, inst *Instance, callCtx context.Context, e
 		// The caller gave up; the plugin did nothing wrong.
 		return fmt.Errorf("call to %s: %w", m.spec.Name, context.Cause(callCtx))
 	default:
-		out = uerr.Wrap(err, CodeCrashed, fmt.Sprintf("plugin %s failed during a call", m.spec.Name),
-			crashWhy(inst, err), "the plugin will be restarted on next use; if this repeats, run with FLUFFY_LOG_LEVEL=debug and report it to the plugin's author")
+		cause := err
+		why := crashWhy(inst, err)
+		if exitErr := sandboxExit(inst); exitErr != nil {
+			// The sandbox knows why the process died (out of memory, exit code).
+			cause = exitErr
+			why = uerr.From(exitErr).What + ": " + uerr.From(exitErr).Why
+		}
+		out = uerr.Wrap(cause, CodeCrashed, fmt.Sprintf("plugin %s failed during a call", m.spec.Name),
+			why, "the plugin will be restarted on next use; if this repeats, run with FLUFFY_LOG_LEVEL=debug and report it to the plugin's author")
 	}
 	if m.inst == inst {
 		inst.stop()
@@ -331,6 +338,22 @@ func (s *Supervisor) fail(m *managed, inst *Instance, callCtx context.Context, e
 	}
 	s.failedLocked(m, out)
 	return out
+}
+
+// sandboxExit asks the launcher how the instance ended, waiting briefly for
+// the runtime to report an exit that races the broken connection.
+func sandboxExit(inst *Instance) error {
+	if inst.Launched.Status == nil {
+		return nil
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		st := inst.Launched.Status()
+		if st.Exited || time.Now().After(deadline) {
+			return st.ExitError(inst.Spec.Name, inst.Spec.Limits)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func crashWhy(inst *Instance, err error) string {
@@ -361,6 +384,24 @@ func (s *Supervisor) Health(ctx context.Context, name string) error {
 		return s.fail(m, inst, hctx, err)
 	}
 	return nil
+}
+
+// Restart stops the running instance of name (if any) and starts a fresh
+// one now, so the next call does not pay the start.
+func (s *Supervisor) Restart(ctx context.Context, name string) error {
+	m, err := s.get(name)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.inst != nil {
+		m.inst.stop()
+		s.notify(m.spec, m.inst.ID, EventStopped, nil)
+		m.inst = nil
+	}
+	m.mu.Unlock()
+	_, err = s.acquire(ctx, m)
+	return err
 }
 
 // Close stops every instance.

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+func runAudit(e *env, args []string) error {
+	return subcommands(e, "audit", args, map[string]func(*env, []string) error{
+		"log":    auditLog,
+		"verify": auditVerify,
+		"export": auditExport,
+		"stats":  auditStats,
+	})
+}
+
+// auditFlags are shared by every audit verb.
+type auditFlags struct {
+	project, db string
+}
+
+func (a *auditFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.project, "project", ".", "project directory")
+	fs.StringVar(&a.db, "db", "", "database directory (default <project>/.fluffy/db)")
+}
+
+func (a *auditFlags) dir() string {
+	if a.db != "" {
+		return a.db
+	}
+	return store.DefaultDir(a.project)
+}
+
+// openAudit opens the project's audit log; a project without a database is
+// an error rather than a silently created empty one.
+func openAudit(e *env, cmd string, a *auditFlags) (*audit.Log, error) {
+	dir := a.dir()
+	if _, err := os.Stat(dir); err != nil {
+		return nil, uerr.New("AUDIT_NO_DATABASE", "no audit database at "+dir,
+			"fluffy has not run in this project yet, or the path is wrong",
+			"run `fluffy audit "+cmd+"` inside the project, or pass --project DIR or --db DIR")
+	}
+	return audit.Open(context.Background(), audit.Options{Dir: dir, Logger: e.log})
+}
+
+func parseTimeFlag(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", time.DateOnly} {
+		if t, err := time.ParseInLocation(layout, v, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, usageErr("audit log", fmt.Sprintf("--%s %q is not a time", name, v),
+		"use RFC 3339 (2025-03-01T12:00:00Z), a date (2025-03-01), or a duration back from now (90m, 24h)")
+}
+
+func auditLog(e *env, args []string) error {
+	fs := flag.NewFlagSet("audit log", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var a auditFlags
+	a.register(fs)
+	since := fs.String("since", "", "only records at or after this time (RFC 3339, date, or duration ago)")
+	until := fs.String("until", "", "only records at or before this time")
+	types := fs.String("type", "", "comma-separated event types")
+	session := fs.String("session", "", "only records of this session id")
+	limit := fs.Int("limit", 50, "show the newest N matching records (0 = all)")
+	asJSON := fs.Bool("json", false, "one JSON record per line")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("audit log", err.Error(), "usage: fluffy audit log [--since T] [--until T] [--type a,b] [--session ID] [--limit N] [--json] [--project DIR] [--db DIR]")
+	}
+	if *limit < 0 {
+		return usageErr("audit log", "--limit must not be negative", "pass 0 for all records")
+	}
+	f := audit.Filter{SessionID: *session, Limit: *limit, Newest: true}
+	var err error
+	if f.Since, err = parseTimeFlag("since", *since); err != nil {
+		return err
+	}
+	if f.Until, err = parseTimeFlag("until", *until); err != nil {
+		return err
+	}
+	for _, t := range strings.Split(*types, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			f.Types = append(f.Types, audit.EventType(t))
+		}
+	}
+	l, err := openAudit(e, "log", &a)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	recs, err := l.Query(context.Background(), f)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for _, r := range recs {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTIME\tEVENT\tCALLER\tDECISION\tDETAIL")
+	for _, r := range recs {
+		detail := r.SyscallType
+		if r.ToolName != "" {
+			detail = strings.TrimSpace(detail + " " + r.ToolName)
+		}
+		if r.DenyReason != "" {
+			detail = strings.TrimSpace(detail + " " + r.DenyReason)
+		} else if r.InputSummary != "" {
+			detail = strings.TrimSpace(detail + " " + r.InputSummary)
+		}
+		if len(detail) > 80 {
+			detail = detail[:77] + "..."
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Time().Format("2006-01-02 15:04:05"), r.EventType, r.Caller, r.PolicyDecision, strings.ReplaceAll(detail, "\n", " "))
+	}
+	return tw.Flush()
+}
+
+func auditVerify(e *env, args []string) error {
+	fs := flag.NewFlagSet("audit verify", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var a auditFlags
+	a.register(fs)
+	all := fs.Bool("all", false, "verify every record, not only the tail")
+	file := fs.String("file", "", "verify a JSONL export instead of the database")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("audit verify", err.Error(), "usage: fluffy audit verify [--all] [--file export.jsonl] [--json] [--project DIR] [--db DIR]")
+	}
+	var rep audit.Report
+	if *file != "" {
+		f, err := os.Open(*file)
+		if err != nil {
+			return uerr.Wrap(err, "AUDIT_BAD_EXPORT", "cannot open "+*file, err.Error(), "check the path of the export")
+		}
+		defer f.Close()
+		if rep, err = audit.VerifyJSONL(context.Background(), f); err != nil {
+			return err
+		}
+	} else {
+		l, err := openAudit(e, "verify", &a)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		if rep, err = l.Verify(context.Background(), *all); err != nil {
+			return err
+		}
+		// Opening the log already checked the tail and, on a break, began a
+		// new segment after it; report that break rather than the clean
+		// new segment.
+		if st := l.StartupReport(); !*all && !st.OK() {
+			rep = st
+		}
+	}
+	if *asJSON {
+		if err := json.NewEncoder(e.stdout).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		scope := "tail"
+		if rep.All {
+			scope = "all"
+		}
+		fmt.Fprintf(e.stdout, "checked %d records (%d..%d, %s), %d segment(s)\n", rep.Checked, rep.FromID, rep.ToID, scope, len(rep.Segments))
+		for _, id := range rep.RecordedBreaks {
+			fmt.Fprintf(e.stdout, "earlier break recorded at record %d (see `fluffy audit log --type audit_chain_break`)\n", id)
+		}
+		for _, b := range rep.Breaks {
+			fmt.Fprintf(e.stdout, "BREAK at %d: %s\n", b.ID, b.Reason)
+		}
+		if rep.OK() {
+			fmt.Fprintln(e.stdout, "chain OK")
+		}
+	}
+	return rep.Err()
+}
+
+func auditExport(e *env, args []string) error {
+	fs := flag.NewFlagSet("audit export", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var a auditFlags
+	a.register(fs)
+	out := fs.String("o", "", "write to this file instead of stdout")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("audit export", err.Error(), "usage: fluffy audit export [-o FILE] [--project DIR] [--db DIR]")
+	}
+	l, err := openAudit(e, "export", &a)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	w := e.stdout
+	var f *os.File
+	if *out != "" {
+		tmp := *out + ".tmp"
+		if f, err = os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600); err != nil {
+			return uerr.Wrap(err, "AUDIT_EXPORT_FAILED", "cannot create "+*out, err.Error(), "check the directory exists and is writable")
+		}
+		w = f
+	}
+	n, err := l.Export(context.Background(), w)
+	if f != nil {
+		cerr := f.Close()
+		if err == nil && cerr == nil {
+			err = os.Rename(f.Name(), *out)
+		} else {
+			os.Remove(f.Name())
+			if err == nil {
+				err = cerr
+			}
+		}
+		if err == nil {
+			fmt.Fprintf(e.stderr, "exported %d records to %s\n", n, filepath.Clean(*out))
+		}
+	}
+	return err
+}
+
+func auditStats(e *env, args []string) error {
+	fs := flag.NewFlagSet("audit stats", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var a auditFlags
+	a.register(fs)
+	asJSON := fs.Bool("json", false, "print as JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("audit stats", err.Error(), "usage: fluffy audit stats [--json] [--project DIR] [--db DIR]")
+	}
+	l, err := openAudit(e, "stats", &a)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	s, err := l.Stats(context.Background())
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(s)
+	}
+	fmt.Fprintf(e.stdout, "records:  %d (ids %d..%d)\n", s.Records, s.FirstID, s.LastID)
+	if s.Records > 0 {
+		fmt.Fprintf(e.stdout, "time:     %s .. %s\n", s.FirstTime.Format(time.RFC3339), s.LastTime.Format(time.RFC3339))
+	}
+	fmt.Fprintf(e.stdout, "size:     %d bytes\nsegments: %d\n", s.Bytes, s.Segments)
+	if s.HorizonID > 0 {
+		fmt.Fprintf(e.stdout, "retention removed records before id %d\n", s.HorizonID)
+	}
+	types := make([]string, 0, len(s.ByType))
+	for t := range s.ByType {
+		types = append(types, string(t))
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		fmt.Fprintf(e.stdout, "  %-24s %d\n", t, s.ByType[audit.EventType(t)])
+	}
+	return nil
+}

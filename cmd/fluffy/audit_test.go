@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/store"
+)
+
+func auditTestEnv() (*env, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, log: hclog.NewNullLogger(),
+		getenv: func(string) string { return "" }}, &out, &errb
+}
+
+func seedProject(t *testing.T) string {
+	t.Helper()
+	project := t.TempDir()
+	l, err := audit.Open(context.Background(), audit.Options{Dir: store.DefaultDir(project)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		ev := audit.Event{Type: audit.EventToolExecute, ToolName: "read_file", SessionID: "s1", Input: "read main.go"}
+		if i%5 == 0 {
+			ev = audit.Event{Type: audit.EventPolicyDecision, SyscallType: "fs.write", PolicyDecision: audit.DecisionDenied, DenyReason: "outside workspace", SessionID: "s2"}
+		}
+		if _, err := l.Append(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return project
+}
+
+func TestAuditCLI(t *testing.T) {
+	project := seedProject(t)
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want []string
+		not  []string
+	}{
+		{"log", []string{"audit", "log", "--project", project}, 0, []string{"ID", "tool_execute", "outside workspace"}, nil},
+		{"log by type", []string{"audit", "log", "--project", project, "--type", "policy_decision"}, 0, []string{"policy_decision"}, []string{"tool_execute"}},
+		{"log by session json", []string{"audit", "log", "--project", project, "--session", "s2", "--json", "--limit", "2"}, 0, []string{`"id":16`, `"id":11`}, []string{`"id":6,`}},
+		{"log bad since", []string{"audit", "log", "--project", project, "--since", "yesterdayish"}, 2, nil, nil},
+		{"verify", []string{"audit", "verify", "--project", project, "--all"}, 0, []string{"checked 20 records", "chain OK"}, nil},
+		{"stats", []string{"audit", "stats", "--project", project}, 0, []string{"records:  20", "policy_decision", "4"}, nil},
+		{"no database", []string{"audit", "log", "--project", t.TempDir()}, 1, nil, nil},
+		{"unknown verb", []string{"audit", "frobnicate"}, 2, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, out, errb := auditTestEnv()
+			if code := run(c.args, e); code != c.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, c.code, errb)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range c.not {
+				if strings.Contains(out.String(), w) {
+					t.Errorf("output has %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+func TestAuditCLIExportAndVerifyFile(t *testing.T) {
+	project := seedProject(t)
+	file := filepath.Join(t.TempDir(), "export.jsonl")
+	e, _, errb := auditTestEnv()
+	if code := run([]string{"audit", "export", "--project", project, "-o", file}, e); code != 0 {
+		t.Fatalf("export exit %d: %s", code, errb)
+	}
+	e, out, errb := auditTestEnv()
+	if code := run([]string{"audit", "verify", "--file", file}, e); code != 0 || !strings.Contains(out.String(), "chain OK") {
+		t.Fatalf("verify --file exit %d: %s %s", code, out, errb)
+	}
+	b, _ := os.ReadFile(file)
+	os.WriteFile(file, bytes.Replace(b, []byte(`"outside workspace"`), []byte(`"inside workspace"`), 1), 0o600)
+	e, out, errb = auditTestEnv()
+	if code := run([]string{"audit", "verify", "--file", file}, e); code != 1 || !strings.Contains(errb.String(), "AUDIT_CHAIN_BREAK") || !strings.Contains(out.String(), "BREAK at 1") {
+		t.Fatalf("tampered export: exit %d\n%s\n%s", code, out, errb)
+	}
+}
+
+func TestAuditCLIVerifyReportsTamperedDatabase(t *testing.T) {
+	project := seedProject(t)
+	db, err := store.Open(context.Background(), store.Options{Dir: store.DefaultDir(project), NoRecover: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Badger().Update(func(txn *badger.Txn) error {
+		return txn.Delete(append([]byte("a/r/"), 0, 0, 0, 0, 0, 0, 0, 7))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, out, errb := auditTestEnv()
+	if code := run([]string{"audit", "verify", "--project", project}, e); code != 1 || !strings.Contains(out.String(), "BREAK at 7") || !strings.Contains(errb.String(), "AUDIT_CHAIN_BREAK") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errb)
+	}
+}

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/units"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// runPolicy implements `fluffy policy show|validate|explain|update`.
+func runPolicy(e *env, args []string) error {
+	return subcommands(e, "policy", args, map[string]func(*env, []string) error{
+		"show":     policyShow,
+		"validate": policyValidate,
+		"explain":  policyExplain,
+		"update":   policyUpdate,
+	})
+}
+
+// projectPolicyPath is <project>/.fluffy/policy.yaml.
+func projectPolicyPath(project string) string {
+	return filepath.Join(project, ".fluffy", "policy.yaml")
+}
+
+// activePolicy loads the project's policy file, or the embedded default
+// when there is none.
+func activePolicy(project string) (*policy.Policy, error) {
+	path := projectPolicyPath(project)
+	if _, err := os.Stat(path); err == nil {
+		return policy.LoadFile(path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, uerr.Wrap(err, policy.CodeRead, "cannot read "+path, err.Error(), "check its permissions")
+	}
+	return policy.Default()
+}
+
+func projectFlag(fs *flag.FlagSet) *string {
+	return fs.String("project", ".", "project directory (the active policy is <project>/.fluffy/policy.yaml, else the built-in default)")
+}
+
+func newPolicyFlags(e *env, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("fluffy policy "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return fs
+}
+
+func printWarnings(w io.Writer, p *policy.Policy) {
+	for _, wn := range p.Warnings {
+		fmt.Fprintf(w, "WARN: %s\n", wn)
+	}
+}
+
+func policyShow(e *env, args []string) error {
+	fs := newPolicyFlags(e, "show")
+	project := projectFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return usageErr("policy show", err.Error(), "run `fluffy policy show -h`")
+	}
+	p, err := activePolicy(*project)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "Policy: %s\nMode: %s\nHash: %s\n\n", p.File, p.Mode, p.Hash)
+	fmt.Fprintln(e.stdout, "Built-in rules (always first, cannot be changed):")
+	for _, b := range policy.Builtins() {
+		fmt.Fprintf(e.stdout, "  %-30s %s\n", b.Name, b.Description)
+	}
+	fmt.Fprintf(e.stdout, "\nRules (%d; deny first, then by name):\n", len(p.Rules))
+	for _, r := range p.Rules {
+		fmt.Fprintf(e.stdout, "  %-36s %-15s %s\n", r.Name, r.Action, r.Source())
+		if r.Reason != "" {
+			fmt.Fprintf(e.stdout, "  %-36s reason: %s\n", "", r.Reason)
+		}
+	}
+	if len(p.Extensions) > 0 {
+		fmt.Fprintf(e.stdout, "\nExtensions: %s\n", strings.Join(p.Extensions, ", "))
+	}
+	printWarnings(e.stdout, p)
+	return nil
+}
+
+func policyValidate(e *env, args []string) error {
+	fs := newPolicyFlags(e, "validate")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("policy validate", err.Error(), "run `fluffy policy validate FILE`")
+	}
+	if fs.NArg() != 1 {
+		return usageErr("policy validate", "expected exactly one FILE", "run `fluffy policy validate path/to/policy.yaml`")
+	}
+	p, err := policy.LoadFile(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	printWarnings(e.stdout, p)
+	fmt.Fprintf(e.stdout, "OK: %s: %d rules, mode %s, %d warnings\n", fs.Arg(0), len(p.Rules), p.Mode, len(p.Warnings))
+	return nil
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func policyExplain(e *env, args []string) error {
+	fs := newPolicyFlags(e, "explain")
+	project := projectFlag(fs)
+	var req policy.Request
+	var tags, hosts listFlag
+	var size string
+	all := fs.Bool("all", false, "also list rules that were evaluated but did not match")
+	fs.StringVar(&req.Syscall, "syscall", "", "syscall type, e.g. fs.write (required)")
+	fs.StringVar(&req.Path, "path", "", "project-relative path (trailing / = directory)")
+	fs.StringVar(&req.Host, "host", "", "network host")
+	fs.StringVar(&size, "size", "", "size, e.g. 2KiB")
+	fs.StringVar(&req.Sandbox, "sandbox", "", "L2 sandbox template the operation runs in")
+	fs.StringVar(&req.Caller.Plugin, "caller", "", "calling plugin name (empty: the user)")
+	fs.StringVar(&req.Caller.PluginKind, "plugin-kind", "", "calling plugin's kind")
+	fs.Var(&tags, "tag", "caller capability tag (repeatable)")
+	fs.Var(&hosts, "declared-host", "host the caller's manifest declares (repeatable)")
+	fs.StringVar(&req.SessionMode, "mode", "", "session mode: strict, explore, debug")
+	fs.StringVar(&req.State, "state", "", "state machine state")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("policy explain", err.Error(), "run `fluffy policy explain -h`")
+	}
+	if req.Syscall == "" {
+		return usageErr("policy explain", "--syscall is required", "e.g. `fluffy policy explain --syscall fs.write --path src/a.go`")
+	}
+	if size != "" {
+		n, err := units.ParseSize(size)
+		if err != nil {
+			return usageErr("policy explain", err.Error(), "write "+units.SizeHelp)
+		}
+		req.Size = n
+	}
+	req.Caller.Tags, req.Caller.Hosts = tags, hosts
+	req.Caller.Kind = "user"
+	if req.Caller.Plugin != "" {
+		req.Caller.Kind = "plugin"
+	}
+	p, err := activePolicy(*project)
+	if err != nil {
+		return err
+	}
+	res := policy.NewEngine(p, policy.Options{Logger: e.log}).Explain(context.Background(), req)
+	w := e.stdout
+	fmt.Fprintf(w, "Request: %s\nPolicy:  %s (mode %s)\n\nRules:\n", req, p.File, p.Mode)
+	shown := 0
+	for _, ev := range res.Trace {
+		if !ev.Matched && !*all && ev.Note == "" {
+			continue
+		}
+		shown++
+		verdict := ev.Action.String()
+		if !ev.Matched {
+			verdict = "no match"
+			if ev.Note != "" {
+				verdict = "pass (" + ev.Note + ")"
+			}
+		}
+		src := ev.Source
+		if src == "" {
+			src = "-"
+		}
+		fmt.Fprintf(w, "  [%-9s] %-34s %-16s %s\n", ev.Layer, ev.Rule, verdict, src)
+		if ev.Matched && ev.Reason != "" {
+			fmt.Fprintf(w, "  %11s %s\n", "", ev.Reason)
+		}
+	}
+	if shown == 0 {
+		fmt.Fprintln(w, "  (no rule matched)")
+	}
+	fmt.Fprintf(w, "\nDecision: %s", strings.ToUpper(res.Decision.String()))
+	if res.WouldDeny {
+		fmt.Fprintf(w, " (observe mode: would deny, enforced as %s)", res.Enforced)
+	}
+	fmt.Fprintln(w)
+	for _, d := range res.Deciding {
+		fmt.Fprintf(w, "  decided by [%s] %s\n", d.Layer, d.Rule)
+	}
+	for _, r := range res.Reasons {
+		fmt.Fprintf(w, "  reason: %s\n", r)
+	}
+	return nil
+}
+
+func policyUpdate(e *env, args []string) error {
+	fs := newPolicyFlags(e, "update")
+	project := projectFlag(fs)
+	yes := fs.Bool("yes", false, "approve the update without an interactive review (you reviewed the diff)")
+	confirm := fs.String("confirm", "", "the confirmation phrase, needed when more than 5 changes are breaking")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("policy update", err.Error(), "run `fluffy policy update FILE`")
+	}
+	if fs.NArg() != 1 {
+		return usageErr("policy update", "expected exactly one FILE", "run `fluffy policy update path/to/new-policy.yaml`")
+	}
+	file := fs.Arg(0)
+	content, err := os.ReadFile(file)
+	if err != nil {
+		return uerr.Wrap(err, policy.CodeRead, "cannot read "+file, err.Error(), "check the path")
+	}
+	current, err := activePolicy(*project)
+	if err != nil {
+		return err
+	}
+	engine := policy.NewEngine(current, policy.Options{Logger: e.log})
+	gate := engine.Evaluate(context.Background(), policy.Request{Syscall: "policy.update", Caller: policy.Caller{Kind: "user"}})
+	if gate.Decision == policy.Deny {
+		return uerr.New("POLICY_UPDATE_DENIED", "policy update denied", strings.Join(gate.Reasons, "; "), "")
+	}
+	// No audit log is wired into the CLI yet: replay what the current
+	// policy decides for its own examples and counter-examples.
+	src := exampleDecisions(engine, current)
+	prop, err := policy.Prepare(file, content, src)
+	if err != nil {
+		return err
+	}
+	w := e.stdout
+	printWarnings(w, prop.Policy)
+	fmt.Fprintf(w, "Trial run: replayed %d recorded decisions against %s; %d change, %d breaking.\n", prop.Replayed, file, len(prop.Changes), prop.Breaking)
+	for _, c := range prop.Changes {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
+	fmt.Fprintf(w, "Review required: %s\n", strings.Join(gate.Reasons, "; "))
+	phrase := prop.ConfirmPhrase()
+	approved := *yes
+	if !approved {
+		if !e.isTTY {
+			return uerr.New("POLICY_REVIEW_REQUIRED", "policy update not applied",
+				"policy changes always need human review, and there is no terminal to ask on",
+				"review the trial run above, then re-run with --yes (and --confirm \"PHRASE\" if asked)")
+		}
+		ans, err := ask(e, "Apply this policy? [y/N] ")
+		if err != nil {
+			return err
+		}
+		approved = ans == "y" || ans == "yes"
+	}
+	if !approved {
+		return uerr.New("POLICY_UPDATE_REJECTED", "policy update not applied", "the review did not approve it", "")
+	}
+	if phrase != "" && *confirm == "" && e.isTTY {
+		if *confirm, err = ask(e, fmt.Sprintf("%d breaking changes. Type %q to apply: ", prop.Breaking, phrase)); err != nil {
+			return err
+		}
+	}
+	target := projectPolicyPath(*project)
+	if err := policy.Commit(target, prop, *confirm, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Policy updated: %s (a running kernel reloads it automatically)\n", target)
+	return nil
+}
+
+func ask(e *env, prompt string) (string, error) {
+	fmt.Fprint(e.stdout, prompt)
+	line, err := bufio.NewReader(e.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return "", uerr.Wrap(err, "POLICY_REVIEW_REQUIRED", "no answer to the review prompt", err.Error(), "answer the prompt, or use --yes")
+	}
+	return strings.TrimSpace(line), nil
+}
+
+// exampleDecisions records what the current policy decides for every
+// example and counter-example in it (the trial set without an audit log).
+func exampleDecisions(engine *policy.Engine, p *policy.Policy) *policy.MemoryDecisions {
+	src := policy.NewMemoryDecisions(policy.TrialSize)
+	for _, req := range p.ExampleRequests() {
+		res := engine.Evaluate(context.Background(), req)
+		src.Record(policy.RecordedDecision{Request: req, Decision: res.Decision, Rule: res.DecidingRule(), At: res.At})
+	}
+	return src
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/sandbox"
+)
+
+// runSandbox implements `fluffy sandbox ls|gc`: show and clean the L2
+// containers and volumes fluffy created, by their labels.
+func runSandbox(e *env, args []string) error {
+	return subcommands(e, "sandbox", args, map[string]func(*env, []string) error{
+		"ls": sandboxLs,
+		"gc": sandboxGC,
+	})
+}
+
+// withRuntime starts the runtime adapter under a short-lived lease of its
+// own and hands its client to f.
+func withRuntime(e *env, f func(ctx context.Context, rt sandbox.Runtime, runDir string) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runDir := filepath.Join(e.home, "run")
+	bin, err := sandbox.FindAdapter(e.getenv, e.home)
+	if err != nil {
+		return sandbox.ErrEngineUnreachable(err)
+	}
+	lease, err := sandbox.AcquireLease(runDir, sandbox.NewKernelID())
+	if err != nil {
+		return err
+	}
+	defer lease.Release()
+	pc, rt, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(e.getenv), Logger: e.log}, bin, e.log)
+	if err != nil {
+		return err
+	}
+	defer pc.Kill()
+	if _, err := sandbox.RequireEngine(ctx, rt); err != nil {
+		return err
+	}
+	return f(ctx, rt, runDir)
+}
+
+func sandboxLs(e *env, args []string) error {
+	fs := flag.NewFlagSet("sandbox ls", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	orphans := fs.Bool("orphans", false, "show only resources whose kernel is gone")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("sandbox ls", err.Error(), "run `fluffy sandbox ls [--orphans]`")
+	}
+	return withRuntime(e, func(ctx context.Context, rt sandbox.Runtime, runDir string) error {
+		inv, err := sandbox.Inventory(ctx, rt, runDir)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tNAME\tSTATUS\tPLUGIN\tTEMPLATE\tKERNEL\tSESSION\tORPHAN")
+		n := 0
+		for _, r := range inv {
+			if *orphans && !r.Orphan() {
+				continue
+			}
+			n++
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", r.Kind, r.Name, r.Status, r.Plugin, r.Template, r.KernelID, r.SessionID, r.Orphan())
+		}
+		tw.Flush()
+		fmt.Fprintf(e.stdout, "%d sandbox resource(s)\n", n)
+		return nil
+	})
+}
+
+func sandboxGC(e *env, args []string) error {
+	fs := flag.NewFlagSet("sandbox gc", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	all := fs.Bool("all", false, "also remove sandboxes of running kernels")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("sandbox gc", err.Error(), "run `fluffy sandbox gc [--all]`")
+	}
+	return withRuntime(e, func(ctx context.Context, rt sandbox.Runtime, runDir string) error {
+		rep, err := sandbox.Reap(ctx, rt, runDir, *all)
+		fmt.Fprintf(e.stdout, "removed %d container(s), %d volume(s), %d run dir(s)\n", len(rep.Containers), len(rep.Volumes), len(rep.RunDirs))
+		return err
+	})
+}

@@ -1,0 +1,108 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/sandbox"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Sandbox runtimes a user can choose (--sandbox / FLUFFY_SANDBOX).
+const (
+	SandboxDocker = "docker" // default: L2 containers through the runtime-docker adapter
+	SandboxBwrap  = "bwrap"  // daemonless; no memory/CPU/pids limits
+	SandboxNone   = "none"   // plain subprocesses: development only, loudly warned
+)
+
+// sandboxes owns the L2 machinery of one kernel: its lease, the runtime
+// adapter process, and the launcher the supervisor uses.
+type sandboxes struct {
+	lease    *sandbox.Lease
+	adapter  *plugin.Client
+	launcher supervisor.Launcher
+}
+
+func (s *sandboxes) close() {
+	if s.adapter != nil {
+		s.adapter.Kill()
+	}
+	if s.lease != nil {
+		_ = s.lease.Release()
+	}
+}
+
+// openSandboxes prepares the chosen runtime. For docker it starts the
+// runtime adapter in its bubblewrap jail, reaps what dead kernels left
+// behind, and readies the base image; an unreachable engine is a structured
+// error with install guidance (seed 000: no silent degradation).
+func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes, error) {
+	kind := o.Sandbox
+	if kind == "" {
+		kind = SandboxDocker
+	}
+	runDir := filepath.Join(o.Home, "run")
+	// go-plugin's sockets live under <run>/<kernel>/…/pluginNNNN and a unix
+	// socket path may not exceed 108 bytes.
+	if len(runDir) > 48 {
+		return nil, uerr.New("HOME_PATH_TOO_LONG", "fluffy's home directory path is too long for its sockets",
+			fmt.Sprintf("%s is %d bytes; plugin sockets below it would pass the 108-byte unix socket limit", runDir, len(runDir)),
+			"set FLUFFY_HOME to a shorter path, e.g. ~/.fluffy")
+	}
+	lease, err := sandbox.AcquireLease(runDir, sandbox.NewKernelID())
+	if err != nil {
+		return nil, err
+	}
+	s := &sandboxes{lease: lease}
+	switch kind {
+	case SandboxNone:
+		log.Warn("SANDBOX DISABLED: plugins run as plain subprocesses with your privileges (--sandbox=none); use only for plugin development")
+		s.launcher = sandbox.Subprocess{}
+	case SandboxBwrap:
+		s.launcher = &sandbox.Bwrap{Lease: lease}
+	case SandboxDocker:
+		getenv := o.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		bin, err := sandbox.FindAdapter(getenv, o.Home)
+		if err != nil {
+			s.close()
+			return nil, uerr.Wrap(err, "RUNTIME_ADAPTER_MISSING", "the runtime-docker adapter plugin was not found", err.Error(),
+				"run `make build` (it puts the adapter in bin/plugins/runtime-docker/), or set FLUFFY_RUNTIME_ADAPTER")
+		}
+		if o.Progress != nil {
+			o.Progress("starting the container runtime adapter")
+		}
+		pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log}, bin, log)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.adapter = pc
+		if rep, err := sandbox.Reap(ctx, rtc, runDir, false); err != nil {
+			log.Warn("reaping orphaned sandboxes failed", "error", err)
+		} else if n := len(rep.Containers) + len(rep.Volumes); n > 0 {
+			log.Info("removed sandboxes left by dead kernels", "containers", len(rep.Containers), "volumes", len(rep.Volumes))
+		}
+		if o.Progress != nil {
+			o.Progress("preparing the sandbox image")
+		}
+		c, err := sandbox.NewContainers(ctx, sandbox.ContainersConfig{Runtime: rtc, Lease: lease, Auditor: o.NetworkAuditor, Logger: log})
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.launcher = c
+	default:
+		s.close()
+		return nil, uerr.New("USAGE", fmt.Sprintf("unknown sandbox runtime %q", kind), "fluffy knows docker, bwrap and none", "use --sandbox=docker (default), bwrap, or none")
+	}
+	return s, nil
+}

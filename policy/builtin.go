@@ -1,0 +1,119 @@
+package policy
+
+import (
+	"strings"
+
+	"github.com/fluffy-waffle/fluffy/policy/glob"
+)
+
+// MaxBuiltins is seed 000's bound on hard-coded rules.
+const MaxBuiltins = 10
+
+// builtinRule is a hard-coded protection. Built-in rules run first on
+// every path, token or not, and cannot be changed by any policy file.
+type builtinRule struct {
+	name   string
+	desc   string
+	kind   builtinKind
+	set    *glob.Set // kindProtect
+	reason string    // kindProtect, kindFixed
+	action Action    // kindFixed
+}
+
+type builtinKind uint8
+
+const (
+	kindConfinement builtinKind = iota
+	kindProtect
+	kindPolicyUpdate
+	kindFixed // tests only: a fixed verdict
+)
+
+// eval is a switch, not a func value: an indirect call would make every
+// prepared request escape to the heap.
+func (b *builtinRule) eval(p *prepared) (Action, string) {
+	switch b.kind {
+	case kindConfinement:
+		if p.req.Path != "" && !p.pathOK {
+			return Deny, "invalid path " + quote(p.req.Path) + ": " + p.badWhy
+		}
+	case kindProtect:
+		if !p.inFluffy || !mutatesFS(p.req.Syscall) {
+			return Pass, ""
+		}
+		if b.set.Match(glob.ParsePath(strings.ToLower(p.path.String()))) {
+			return Deny, b.reason
+		}
+	case kindPolicyUpdate:
+		if p.req.Syscall != "policy.update" {
+			return Pass, ""
+		}
+		if p.req.Caller.Kind == "plugin" || p.req.Caller.Plugin != "" {
+			return Deny, "only the user can change the policy; plugins may not request policy.update"
+		}
+		return RequireReview, "policy changes always need human review"
+	case kindFixed:
+		return b.action, b.reason
+	}
+	return Pass, ""
+}
+
+// BuiltinInfo describes a built-in rule for `fluffy policy show`.
+type BuiltinInfo struct{ Name, Description string }
+
+// Builtins lists the built-in rules in evaluation order.
+func Builtins() []BuiltinInfo {
+	var out []BuiltinInfo
+	for _, b := range builtinRules() {
+		out = append(out, BuiltinInfo{b.name, b.desc})
+	}
+	return out
+}
+
+// readOnlyFS are the fs syscalls that do not change anything; every other
+// fs.* syscall is treated as a mutation by the protections below.
+var readOnlyFS = []string{"fs.read", "fs.list", "fs.exists", "fs.stat"}
+
+func mutatesFS(syscall string) bool {
+	if !strings.HasPrefix(syscall, "fs.") {
+		return false
+	}
+	for _, s := range readOnlyFS {
+		if s == syscall {
+			return false
+		}
+	}
+	return true
+}
+
+// protect builds a rule denying fs mutations of paths matched by globs.
+// Matching is case-insensitive: on macOS and Windows ".FLUFFY/Policy.yaml"
+// is the same file.
+func protect(name, desc, reason string, patterns ...string) builtinRule {
+	return builtinRule{name: name, desc: desc, kind: kindProtect, reason: reason, set: glob.MustCompileSet(patterns...)}
+}
+
+// builtinRules returns the hard-coded rules (seed 000 "Built-in Rules").
+func builtinRules() []builtinRule {
+	return []builtinRule{
+		{name: "builtin.path-confinement", desc: "paths must be project-relative and stay inside the project", kind: kindConfinement},
+		protect("builtin.policy-files", "policy files cannot be changed through fs.* (only policy.update)",
+			"policy files can only be changed through `fluffy policy update` (policy.update), never fs.*",
+			"/.fluffy/policy*.yaml", "/.fluffy/policy.d/", "/.fluffy/.policy*"),
+		{name: "builtin.policy-update-review", desc: "policy.update always needs human review, and plugins may never request it", kind: kindPolicyUpdate},
+		protect("builtin.bootstrap-files", "bootstrap files of the project's fluffy directory are immutable to plugins",
+			"bootstrap files are owned by the fluffy bootstrap, not by plugins",
+			"/.fluffy/bootstrap/", "/.fluffy/bootstrap*.yaml", "/.fluffy/config.yaml"),
+		protect("builtin.kernel-files", "kernel runtime files (sockets, pid files, plugin store) are immutable to plugins",
+			"kernel runtime files are owned by the kernel",
+			"/.fluffy/kernel/", "/.fluffy/run/", "/.fluffy/*.sock", "/.fluffy/*.pid", "/.fluffy/plugins/"),
+		protect("builtin.audit-store", "the audit log cannot be modified except by the kernel",
+			"the audit log is append-only and written by the kernel alone",
+			"/.fluffy/audit/", "/.fluffy/audit*"),
+		protect("builtin.state-store", "the state machine store cannot be modified except by the kernel",
+			"the workflow state store is written by the kernel alone",
+			"/.fluffy/state/", "/.fluffy/state*", "/.fluffy/sessions/"),
+	}
+}
+
+func quote(s string) string { return "\"" + s + "\"" }

@@ -1,0 +1,174 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
+)
+
+// BwrapUsable reports whether bubblewrap is installed and can create its
+// namespaces here (it cannot in some containers and hardened kernels).
+func BwrapUsable() (string, error) {
+	path, err := exec.LookPath("bwrap")
+	if err != nil {
+		return "", fmt.Errorf("bubblewrap is not installed: %w", err)
+	}
+	probe := exec.Command(path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true")
+	if out, err := probe.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("bubblewrap cannot create a sandbox here: %v: %s", err, out)
+	}
+	return path, nil
+}
+
+// jail builds a bubblewrap command: an empty root with only the given binds,
+// fresh namespaces (no network), no capabilities, dying with its parent.
+type jail struct {
+	bwrap  string
+	binary string // host path; mounted read-only at /plugin/<base>
+	dir    string // host dir bound at the same path (go-plugin sockets via TMPDIR)
+	ro     [][2]string
+	rw     [][2]string
+	env    []string
+}
+
+func (j jail) command() *exec.Cmd {
+	guestBin := GuestPluginDir + "/" + filepath.Base(j.binary)
+	args := []string{
+		"--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+		"--tmpfs", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--ro-bind", j.binary, guestBin,
+		"--bind", j.dir, j.dir,
+	}
+	for _, b := range j.ro {
+		args = append(args, "--ro-bind", b[0], b[1])
+	}
+	for _, b := range j.rw {
+		args = append(args, "--bind", b[0], b[1])
+	}
+	args = append(args, "--remount-ro", "/", "--chdir", "/", "--", guestBin)
+	cmd := exec.Command(j.bwrap, args...)
+	cmd.Env = append([]string{"TMPDIR=" + j.dir, "HOME=/tmp", rt.EnvExitWhenOrphaned + "=1"}, j.env...)
+	// bwrap itself dies with the kernel (and takes the jail with it).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// AdapterJail launches runtime adapter plugins (runtime-docker) in a
+// bubblewrap jail in which only the adapter's binary, its go-plugin socket
+// directory and the engine socket are visible. Where bubblewrap cannot run
+// it starts the adapter as a plain subprocess and warns once, loudly.
+type AdapterJail struct {
+	Lease *Lease
+	// EngineSocket is the engine's unix socket on the host (default
+	// /var/run/docker.sock, or DOCKER_HOST's unix:// path).
+	EngineSocket string
+	Logger       hclog.Logger
+
+	once   sync.Once
+	bwrap  string
+	reason error
+}
+
+// Jailed reports whether adapters run inside bubblewrap (false: plain
+// subprocess) and, if not, why.
+func (a *AdapterJail) Jailed() (bool, error) {
+	a.probe()
+	return a.bwrap != "", a.reason
+}
+
+func (a *AdapterJail) probe() {
+	a.once.Do(func() {
+		if a.Logger == nil {
+			a.Logger = hclog.NewNullLogger()
+		}
+		a.bwrap, a.reason = BwrapUsable()
+		if a.reason != nil {
+			a.Logger.Warn("!!! RUNTIME ADAPTER IS NOT JAILED: bubblewrap is unavailable, so the container-runtime adapter runs as a plain subprocess with full access to this user's files. Install bubblewrap (`apt install bubblewrap`) to confine it.", "reason", a.reason.Error())
+		}
+	})
+}
+
+// Prepare implements the launcher contract for runtime adapters.
+func (a *AdapterJail) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientConfig) (Launched, error) {
+	a.probe()
+	if err := checkBinary(spec); err != nil {
+		return Launched{}, err
+	}
+	sock := a.EngineSocket
+	if sock == "" {
+		sock = "/var/run/docker.sock"
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		if err == nil {
+			err = fmt.Errorf("%s is not a unix socket", sock)
+		}
+		return Launched{}, ErrEngineUnreachable(err)
+	}
+	dir := filepath.Join(a.Lease.Dir, "jail", safeName(spec.Name+"-"+spec.InstanceID))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Launched{}, fmt.Errorf("adapter jail dir: %w", err)
+	}
+	env := []string{"DOCKER_HOST=unix://" + sock}
+	cleanup := func() { _ = os.RemoveAll(dir) }
+	if a.bwrap == "" {
+		cmd := exec.Command(spec.Binary)
+		cmd.Env = append([]string{"TMPDIR=" + dir, "HOME=" + dir, rt.EnvExitWhenOrphaned + "=1"}, env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cfg.Cmd = cmd
+	} else {
+		cfg.Cmd = jail{bwrap: a.bwrap, binary: spec.Binary, dir: dir, rw: [][2]string{{sock, sock}}, env: env}.command()
+	}
+	cfg.SkipHostEnv = true
+	return Launched{Cleanup: cleanup}, nil
+}
+
+// Bwrap is the daemonless L2 runtime, chosen explicitly by the user
+// (`--runtime bwrap`): each plugin runs in a bubblewrap jail with fresh
+// namespaces (no network), the workspace read-only at /workspace and its
+// output directory at /out. It cannot enforce memory, CPU or pids limits
+// (no cgroups without a daemon); the docker runtime is the default for that
+// reason.
+type Bwrap struct {
+	Lease  *Lease
+	bwrap  string
+	reason error
+	once   sync.Once
+}
+
+// Prepare implements the launcher contract.
+func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientConfig) (Launched, error) {
+	b.once.Do(func() { b.bwrap, b.reason = BwrapUsable() })
+	if b.reason != nil {
+		return Launched{}, ErrEngineUnreachable(b.reason)
+	}
+	if err := checkBinary(spec); err != nil {
+		return Launched{}, err
+	}
+	dir := filepath.Join(b.Lease.Dir, "jail", safeName(spec.Name+"-"+spec.InstanceID))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Launched{}, fmt.Errorf("jail dir: %w", err)
+	}
+	j := jail{bwrap: b.bwrap, binary: spec.Binary, dir: dir,
+		env: []string{"FLUFFY_WORKSPACE=" + GuestWorkspace, "FLUFFY_OUT=" + GuestOut}}
+	if spec.Workspace != "" {
+		j.ro = append(j.ro, [2]string{spec.Workspace, GuestWorkspace})
+	}
+	if spec.OutDir != "" {
+		if err := os.MkdirAll(spec.OutDir, 0o700); err != nil {
+			return Launched{}, fmt.Errorf("output dir: %w", err)
+		}
+		j.rw = append(j.rw, [2]string{spec.OutDir, GuestOut})
+	}
+	cfg.Cmd = j.command()
+	cfg.SkipHostEnv = true
+	return Launched{Workspace: GuestWorkspace, OutDir: GuestOut, Cleanup: func() { _ = os.RemoveAll(dir) }}, nil
+}

@@ -1,0 +1,533 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
+
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Hard settings of every L2 container: constants, never options.
+var (
+	hardCapDrop = []string{"ALL"}
+)
+
+const (
+	hardReadOnlyRootfs  = true
+	hardNoNewPrivileges = true
+	// logMaxBytes bounds what the engine keeps of a plugin's output.
+	logMaxBytes = 1 << 20
+	tmpfsBytes  = 64 << 20
+)
+
+// ContainersConfig is what the container launcher needs.
+type ContainersConfig struct {
+	// Runtime is the engine, normally a runtime plugin's client.
+	Runtime Runtime
+	// Lease is this kernel's lease; its KernelID labels every container and
+	// its Dir holds the per-plugin socket directories.
+	Lease *Lease
+	// OCIRuntimes picks a non-default OCI runtime per template (e.g.
+	// {"code-executor": "runsc"}); checked against what the engine offers.
+	OCIRuntimes map[string]string
+	// Auditor receives every proxied network request (may be nil).
+	Auditor Auditor
+	Logger  hclog.Logger
+}
+
+// Containers starts plugins in L2 containers through a Runtime. It is the
+// supervisor's launcher: Prepare fills a go-plugin ClientConfig.
+type Containers struct {
+	cfg      ContainersConfig
+	log      hclog.Logger
+	image    string
+	runtimes []string
+	gid      int
+}
+
+// NewContainers checks the engine (RUNTIME_UNREACHABLE with install
+// guidance when it does not answer), validates the OCI runtime choices and
+// imports the base image once.
+func NewContainers(ctx context.Context, cfg ContainersConfig) (*Containers, error) {
+	if cfg.Runtime == nil || cfg.Lease == nil {
+		return nil, errors.New("sandbox containers: Runtime and Lease are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	pi, err := RequireEngine(ctx, cfg.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	for tpl, want := range cfg.OCIRuntimes {
+		if _, err := LookupTemplate(tpl); err != nil {
+			return nil, err
+		}
+		if _, err := SelectRuntime(want, pi.Runtimes); err != nil {
+			return nil, err
+		}
+	}
+	ref, err := EnsureBaseImage(ctx, cfg.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	gid := os.Getgid()
+	if gid == 0 {
+		gid = SandboxGID
+	}
+	return &Containers{cfg: cfg, log: cfg.Logger, image: ref, runtimes: pi.Runtimes, gid: gid}, nil
+}
+
+// Image is the base image reference containers run from.
+func (c *Containers) Image() string { return c.image }
+
+// checkBinary verifies the plugin binary exists and, when spec.SHA256 is
+// set, matches it (go-plugin's SecureConfig cannot check a RunnerFunc
+// launch, so the launcher does).
+func checkBinary(spec LaunchSpec) error {
+	f, err := os.Open(spec.Binary)
+	if err != nil {
+		return uerr.Wrap(err, "SANDBOX_BINARY_MISSING", "cannot start plugin "+spec.Name, err.Error(),
+			"reinstall the plugin with `fluffy plugin install`")
+	}
+	defer f.Close()
+	if spec.SHA256 == "" {
+		return nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("hash %s: %w", spec.Binary, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, spec.SHA256) {
+		return uerr.New("PLUGIN_CHECKSUM_MISMATCH", "plugin "+spec.Name+" was modified after install",
+			fmt.Sprintf("its binary hashes to %s, the manifest says %s", got, spec.SHA256),
+			"reinstall the plugin with `fluffy plugin install` and review where the change came from")
+	}
+	return nil
+}
+
+// Prepare implements the supervisor's launcher contract: the plugin will run
+// in its own container, reachable only through go-plugin's socket directory.
+func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.ClientConfig) (Launched, error) {
+	if err := checkBinary(spec); err != nil {
+		return Launched{}, err
+	}
+	tplName := spec.Template
+	if tplName == "" {
+		tplName = DefaultTemplate(spec.Kind)
+	}
+	tpl, err := LookupTemplate(tplName)
+	if err != nil {
+		return Launched{}, err
+	}
+	if want := c.cfg.OCIRuntimes[tplName]; want != "" {
+		tpl.OCIRuntime = want
+	}
+	seccomp, err := SeccompProfile(tpl.Seccomp)
+	if err != nil {
+		return Launched{}, err
+	}
+	spec.KernelID = c.cfg.Lease.KernelID
+	sockBase := filepath.Join(c.cfg.Lease.Dir, "sock")
+	if err := os.MkdirAll(sockBase, 0o755); err != nil {
+		return Launched{}, fmt.Errorf("socket dir: %w", err)
+	}
+	if spec.OutDir != "" {
+		if err := prepareOutDir(spec.OutDir, c.gid); err != nil {
+			return Launched{}, err
+		}
+	}
+	lc := NewLifecycle()
+	var proxy *Proxy
+	if tpl.Network == NetProxy {
+		proxy, err = StartProxy(filepath.Join(c.cfg.Lease.Dir, "proxy", safeName(spec.InstanceID)), ProxyConfig{
+			Plugin: spec.Name, Instance: spec.InstanceID, Allow: spec.Network, Auditor: c.cfg.Auditor, Logger: c.log,
+		})
+		if err != nil {
+			return Launched{}, err
+		}
+		lc.OnCleanup("stop proxy", proxy.Close)
+	}
+	cr := &containerRunner{
+		c: c, spec: spec, tpl: tpl, seccomp: seccomp, lc: lc, proxy: proxy,
+		limits: tpl.Effective(spec.Limits),
+	}
+	cfg.Cmd = nil
+	cfg.RunnerFunc = cr.runnerFunc
+	cfg.SkipHostEnv = true
+	cfg.GRPCBrokerMultiplex = true
+	cfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: sockBase, Group: strconv.Itoa(c.gid)}
+	return Launched{
+		Workspace: GuestWorkspace, OutDir: GuestOut,
+		Cleanup: func() { _ = lc.Cleanup() },
+		Status:  cr.status,
+	}, nil
+}
+
+func safeName(s string) string {
+	if s == "" {
+		return "anon"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == '.' {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// prepareOutDir makes the output directory writable by the sandbox user
+// (through the shared group) and nobody else.
+func prepareOutDir(dir string, gid int) error {
+	if err := os.MkdirAll(dir, 0o770); err != nil {
+		return fmt.Errorf("output dir %s: %w", dir, err)
+	}
+	if err := os.Chown(dir, -1, gid); err != nil {
+		return fmt.Errorf("output dir %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, os.ModeSetgid|0o770); err != nil {
+		return fmt.Errorf("output dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// OperationDir creates <outDir>/<operationID>/ for one operation (one
+// subdirectory per operation) and returns its host path.
+func OperationDir(outDir, operationID string) (string, error) {
+	if operationID == "" || operationID == "." || operationID == ".." || strings.ContainsAny(operationID, "/\\\x00") {
+		return "", uerr.New("SANDBOX_BAD_OPERATION_ID", fmt.Sprintf("invalid operation id %q", operationID),
+			"an operation id names one directory under the output directory", "use a plain name without slashes")
+	}
+	d := filepath.Join(outDir, operationID)
+	if err := os.Mkdir(d, 0o770); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("operation dir %s: %w", d, err)
+	}
+	// Mkdir's mode passes through the umask; the sandbox user writes
+	// through the group, so set the bits explicitly.
+	if err := os.Chmod(d, os.ModeSetgid|0o770); err != nil {
+		return "", fmt.Errorf("operation dir %s: %w", d, err)
+	}
+	return d, nil
+}
+
+// Status is a snapshot of a launched sandbox.
+type Status struct {
+	State       State
+	ContainerID string
+	Exited      bool
+	ExitCode    int64
+	OOMKilled   bool
+	Reason      string
+}
+
+// containerRunner is one plugin instance's container; it implements
+// go-plugin's runner.Runner.
+type containerRunner struct {
+	c       *Containers
+	spec    LaunchSpec
+	tpl     Template
+	limits  Limits
+	seccomp string
+	lc      *Lifecycle
+	proxy   *Proxy
+
+	hostSock string
+	env      []string
+	logger   hclog.Logger
+
+	id         string
+	stdoutR    *io.PipeReader
+	stdoutW    *io.PipeWriter
+	stderrR    *io.PipeReader
+	stderrW    *io.PipeWriter
+	attachStop context.CancelFunc
+	attachDone chan struct{}
+	mu         sync.Mutex
+	exit       *rt.Exit
+	waitOnce   sync.Once
+	waitDone   chan struct{}
+	killOnce   sync.Once
+}
+
+var _ runner.Runner = (*containerRunner)(nil)
+
+func (r *containerRunner) runnerFunc(l hclog.Logger, cmd *exec.Cmd, tmpDir string) (runner.Runner, error) {
+	r.logger, r.hostSock = l, tmpDir
+	// The socket directory is removed by go-plugin on a clean Kill; make
+	// sure it also goes when the sandbox is cleaned up.
+	r.lc.OnCleanup("remove socket dir", func() error { return os.RemoveAll(tmpDir) })
+	env := make([]string, 0, len(cmd.Env)+8)
+	for _, kv := range cmd.Env {
+		if strings.HasPrefix(kv, plugin.EnvUnixSocketDir+"=") {
+			kv = plugin.EnvUnixSocketDir + "=" + GuestSocketDir
+		}
+		env = append(env, kv)
+	}
+	procs := max(1, int(r.limits.CPUs+0.999))
+	env = append(env,
+		rt.EnvExitWhenOrphaned+"=1",
+		"GOMAXPROCS="+strconv.Itoa(procs),
+		"HOME=/tmp", "TMPDIR=/tmp",
+		"FLUFFY_WORKSPACE="+GuestWorkspace, "FLUFFY_OUT="+GuestOut,
+		"FLUFFY_SANDBOX_TEMPLATE="+r.tpl.Name,
+	)
+	if r.proxy != nil {
+		env = append(env, rt.EnvProxySocket+"="+GuestProxyDir+"/"+proxySocketName)
+	}
+	r.env = env
+	return r, nil
+}
+
+func (r *containerRunner) containerSpec() rt.Spec {
+	bin := filepath.Base(r.spec.Binary)
+	mounts := []rt.Mount{
+		{Type: rt.MountBind, Source: r.spec.Binary, Target: GuestPluginDir + "/" + bin, ReadOnly: true},
+		{Type: rt.MountBind, Source: r.hostSock, Target: GuestSocketDir},
+		{Type: rt.MountTmpfs, Target: GuestTmp, TmpfsSize: tmpfsBytes, TmpfsMode: "1777"},
+	}
+	if r.spec.Workspace != "" {
+		mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.spec.Workspace, Target: GuestWorkspace, ReadOnly: true})
+	}
+	if r.spec.OutDir != "" {
+		mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.spec.OutDir, Target: GuestOut})
+	}
+	if r.proxy != nil {
+		mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.proxy.Dir(), Target: GuestProxyDir, ReadOnly: true})
+	}
+	return rt.Spec{
+		Name:            containerName(r.spec),
+		Image:           r.c.image,
+		Cmd:             []string{GuestPluginDir + "/" + bin},
+		Env:             r.env,
+		User:            fmt.Sprintf("%d:%d", SandboxUID, r.c.gid),
+		WorkingDir:      GuestWorkspace,
+		Labels:          labelsFor(r.spec, r.tpl.Name),
+		Mounts:          mounts,
+		NetworkMode:     "none", // NetProxy also has no interfaces: the proxy socket is the way out
+		MemoryBytes:     r.limits.MemoryBytes,
+		NanoCPUs:        int64(r.limits.CPUs * 1e9),
+		PidsLimit:       int64(r.limits.Pids),
+		ReadOnlyRootfs:  hardReadOnlyRootfs,
+		NoNewPrivileges: hardNoNewPrivileges,
+		CapDrop:         hardCapDrop,
+		SeccompJSON:     r.seccomp,
+		OCIRuntime:      r.tpl.OCIRuntime,
+		LogMaxBytes:     logMaxBytes,
+	}
+}
+
+// Start creates the container, attaches to its output and starts it.
+func (r *containerRunner) Start(ctx context.Context) error {
+	rtm := r.c.cfg.Runtime
+	id, err := rtm.Create(ctx, r.containerSpec())
+	if err != nil {
+		r.lc.Fail(err.Error())
+		_ = r.lc.Cleanup()
+		return fmt.Errorf("sandbox %s: %w", r.spec.Name, err)
+	}
+	r.id = id
+	r.lc.OnCleanup("remove container", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		return rtm.Remove(ctx, id, true, true)
+	})
+	r.stdoutR, r.stdoutW = io.Pipe()
+	r.stderrR, r.stderrW = io.Pipe()
+	r.waitDone = make(chan struct{})
+	actx, cancel := context.WithCancel(context.Background())
+	r.attachStop = cancel
+	r.attachDone = make(chan struct{})
+	attached := make(chan struct{})
+	attachErr := make(chan error, 1)
+	go func() {
+		defer close(r.attachDone)
+		var once sync.Once
+		err := rtm.Attach(actx, id, func() { once.Do(func() { close(attached) }) }, func(s rt.Stream, data []byte) error {
+			w := r.stdoutW
+			if s == rt.Stderr {
+				w = r.stderrW
+			}
+			_, err := w.Write(data)
+			return err
+		})
+		attachErr <- err
+		r.stdoutW.Close()
+		r.stderrW.Close()
+	}()
+	select {
+	case <-attached:
+	case err := <-attachErr:
+		r.lc.Fail(fmt.Sprint("attach: ", err))
+		_ = r.lc.Cleanup()
+		return fmt.Errorf("sandbox %s: attach: %w", r.spec.Name, err)
+	case <-ctx.Done():
+		cancel()
+		r.lc.Fail("start cancelled")
+		_ = r.lc.Cleanup()
+		return ctx.Err()
+	}
+	if err := rtm.Start(ctx, id); err != nil {
+		cancel()
+		r.lc.Fail(err.Error())
+		_ = r.lc.Cleanup()
+		return fmt.Errorf("sandbox %s: start: %w", r.spec.Name, err)
+	}
+	_ = r.lc.To(StateRunning)
+	return nil
+}
+
+func (r *containerRunner) Diagnose(ctx context.Context) string {
+	st, found, err := r.c.cfg.Runtime.Inspect(ctx, r.id)
+	if err != nil || !found {
+		return fmt.Sprintf("container %s: not found (%v)", shortID(r.id), err)
+	}
+	msg := fmt.Sprintf("container %s status=%s exit=%d oom=%v", shortID(r.id), st.Status, st.ExitCode, st.OOMKilled)
+	if st.Error != "" {
+		msg += " error=" + st.Error
+	}
+	return msg
+}
+
+func (r *containerRunner) Stdout() io.ReadCloser { return r.stdoutR }
+func (r *containerRunner) Stderr() io.ReadCloser { return r.stderrR }
+func (r *containerRunner) Name() string          { return r.spec.Name }
+func (r *containerRunner) ID() string            { return r.id }
+
+// Wait blocks until the container stopped and reports how: an OOM kill is a
+// SANDBOX_OOM error, a non-zero exit a SANDBOX_EXITED error.
+func (r *containerRunner) Wait(ctx context.Context) error {
+	r.waitOnce.Do(func() {
+		go func() {
+			defer close(r.waitDone)
+			ex, err := r.c.cfg.Runtime.Wait(context.Background(), r.id)
+			if err != nil {
+				ex = rt.Exit{Code: -1, Error: err.Error()}
+			}
+			r.mu.Lock()
+			r.exit = &ex
+			r.mu.Unlock()
+			if r.lc.State() == StateRunning && (ex.OOMKilled || ex.Code != 0) {
+				r.lc.Fail(exitReason(ex))
+			}
+		}()
+	})
+	select {
+	case <-r.waitDone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Let the output drain so go-plugin sees the last lines.
+	select {
+	case <-r.attachDone:
+	case <-time.After(2 * time.Second):
+		r.attachStop()
+	}
+	r.mu.Lock()
+	ex := *r.exit
+	r.mu.Unlock()
+	return exitError(r.spec.Name, r.limits, ex)
+}
+
+func exitReason(ex rt.Exit) string {
+	if ex.OOMKilled {
+		return "killed: out of memory"
+	}
+	return fmt.Sprintf("exited with status %d %s", ex.Code, ex.Error)
+}
+
+func exitError(name string, l Limits, ex rt.Exit) error {
+	switch {
+	case ex.OOMKilled:
+		return uerr.New("SANDBOX_OOM", "plugin "+name+" was killed: out of memory",
+			fmt.Sprintf("it used more than its sandbox limit of %d MiB", l.MemoryBytes>>20),
+			"the plugin will be restarted; if it keeps happening, report it to the plugin's author")
+	case ex.Code != 0:
+		return uerr.New("SANDBOX_EXITED", fmt.Sprintf("plugin %s exited with status %d", name, ex.Code),
+			strings.TrimSpace("its sandbox process ended "+ex.Error), "see the plugin's log with `fluffy sandbox ls` and the kernel log")
+	}
+	return nil
+}
+
+// Kill stops the container and cleans up everything it used.
+func (r *containerRunner) Kill(ctx context.Context) error {
+	var err error
+	r.killOnce.Do(func() {
+		if r.id != "" {
+			err = r.c.cfg.Runtime.Kill(ctx, r.id, "")
+		}
+		if r.attachStop != nil {
+			r.attachStop()
+		}
+		if r.stdoutR != nil {
+			r.stdoutR.Close()
+			r.stderrR.Close()
+		}
+		if cerr := r.lc.Cleanup(); cerr != nil && err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+func (r *containerRunner) status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := Status{State: r.lc.State(), ContainerID: r.id, Reason: r.lc.Reason()}
+	if r.exit != nil {
+		s.Exited, s.ExitCode, s.OOMKilled = true, r.exit.Code, r.exit.OOMKilled
+	}
+	return s
+}
+
+// PluginToHost maps an address the plugin advertises (inside the container)
+// to the host path of the same socket.
+func (r *containerRunner) PluginToHost(pluginNet, pluginAddr string) (string, string, error) {
+	if pluginNet != "unix" {
+		return "", "", fmt.Errorf("sandbox %s: plugin advertised %s address %q; only unix sockets cross the sandbox", r.spec.Name, pluginNet, pluginAddr)
+	}
+	rel, ok := strings.CutPrefix(pluginAddr, GuestSocketDir+"/")
+	if !ok || strings.Contains(rel, "/") || rel == "" || rel == ".." {
+		return "", "", fmt.Errorf("sandbox %s: plugin advertised socket %q outside %s", r.spec.Name, pluginAddr, GuestSocketDir)
+	}
+	return "unix", filepath.Join(r.hostSock, rel), nil
+}
+
+// HostToPlugin maps a host socket in the plugin's socket directory to the
+// path the plugin sees.
+func (r *containerRunner) HostToPlugin(hostNet, hostAddr string) (string, string, error) {
+	if hostNet != "unix" {
+		return "", "", fmt.Errorf("sandbox %s: cannot hand %s address %q to a sandboxed plugin", r.spec.Name, hostNet, hostAddr)
+	}
+	rel, err := filepath.Rel(r.hostSock, hostAddr)
+	if err != nil || strings.HasPrefix(rel, "..") || strings.Contains(rel, "/") {
+		return "", "", fmt.Errorf("sandbox %s: host socket %q is outside the plugin's socket directory", r.spec.Name, hostAddr)
+	}
+	return "unix", GuestSocketDir + "/" + rel, nil
+}
+
+func exitOf(s Status) rt.Exit { return rt.Exit{Code: s.ExitCode, OOMKilled: s.OOMKilled} }
+
+// ExitError explains an exited sandbox (out of memory, non-zero exit) as a
+// structured error, or returns nil while it runs or after a clean exit.
+func (s Status) ExitError(name string, l Limits) error {
+	if !s.Exited {
+		return nil
+	}
+	return exitError(name, l, exitOf(s))
+}

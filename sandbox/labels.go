@@ -1,0 +1,23 @@
+package sandbox
+
+// Labels on every container and volume fluffy creates. The reaper and
+// `fluffy sandbox ls|gc` find fluffy's resources by them.
+const (
+	LabelManaged  = "io.fluffy.managed"
+	LabelKernel   = "io.fluffy.kernel"
+	LabelSession  = "io.fluffy.session"
+	LabelPlugin   = "io.fluffy.plugin"
+	LabelInstance = "io.fluffy.instance"
+	LabelTemplate = "io.fluffy.template"
+)
+
+func labelsFor(spec LaunchSpec, template string) map[string]string {
+	return map[string]string{
+		LabelManaged:  "1",
+		LabelKernel:   spec.KernelID,
+		LabelSession:  spec.SessionID,
+		LabelPlugin:   spec.Name,
+		LabelInstance: spec.InstanceID,
+		LabelTemplate: template,
+	}
+}

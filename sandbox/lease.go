@@ -1,0 +1,86 @@
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// Lease marks a kernel instance as alive: the kernel holds an exclusive
+// flock on <runDir>/<kernelID>/lease for as long as it runs. The lock dies
+// with the process (even on SIGKILL), which is what makes reaping safe:
+// pids get reused, flocks do not outlive their holder.
+type Lease struct {
+	KernelID string
+	// Dir is this kernel's run directory (socket and jail directories live
+	// under it and are removed when the kernel is reaped).
+	Dir string
+	f   *os.File
+}
+
+// NewKernelID returns a fresh random kernel instance id.
+func NewKernelID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "k" + hex.EncodeToString(b[:])
+}
+
+func validKernelID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, "/\\.") && len(id) < 64
+}
+
+// AcquireLease creates runDir/<kernelID>/ and locks its lease file.
+func AcquireLease(runDir, kernelID string) (*Lease, error) {
+	if !validKernelID(kernelID) {
+		return nil, fmt.Errorf("acquire kernel lease: invalid kernel id %q", kernelID)
+	}
+	dir := filepath.Join(runDir, kernelID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("acquire kernel lease: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lease"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("acquire kernel lease: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("acquire kernel lease %s: already held: %w", kernelID, err)
+	}
+	_, _ = fmt.Fprintf(f, "%d\n", os.Getpid())
+	return &Lease{KernelID: kernelID, Dir: dir, f: f}, nil
+}
+
+// Release unlocks the lease and removes the kernel's run directory.
+func (l *Lease) Release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := os.RemoveAll(l.Dir)
+	_ = l.f.Close()
+	l.f = nil
+	return err
+}
+
+// KernelAlive reports whether the kernel instance holds its lease under
+// runDir. A kernel without a run directory counts as dead.
+func KernelAlive(runDir, kernelID string) bool {
+	if !validKernelID(kernelID) {
+		return false
+	}
+	f, err := os.OpenFile(filepath.Join(runDir, kernelID, "lease"), os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return false
+	}
+	return errors.Is(err, syscall.EWOULDBLOCK)
+}

@@ -1,0 +1,137 @@
+package sandbox
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Network modes of a template.
+const (
+	// NetNone: no network namespace interfaces at all.
+	NetNone = "none"
+	// NetProxy: no interfaces; outbound HTTPS only through the kernel's
+	// CONNECT proxy on a bind-mounted unix socket, with a host allowlist.
+	NetProxy = "proxy"
+)
+
+// Seccomp profile names (seed 000 "Seccomp profiles").
+const (
+	SeccompStrict      = "strict"
+	SeccompStandard    = "standard"
+	SeccompStandardNet = "standard-net"
+)
+
+// Template is one seed 000 sandbox template.
+type Template struct {
+	Name    string
+	Network string
+	Seccomp string
+	Limits  Limits
+	// OCIRuntime is "" (engine default, runc) or "runsc" (gVisor).
+	OCIRuntime string
+	// RequiresPolicy marks templates the policy must opt into
+	// (`require_sandbox: integration-test`).
+	RequiresPolicy bool
+}
+
+// goPluginMinPids replaces seed 000's 10 (ai-provider) and 5
+// (policy-sandbox) pids: the cgroup counts threads, and a Go go-plugin
+// server needs about 8 even with GOMAXPROCS=1, so 5 made plugins crash at
+// random ("failed to create new OS thread"). Both templates use the strict
+// seccomp profile, which already forbids new processes; the pids limit there
+// only bounds threads.
+const goPluginMinPids = 16
+
+const (
+	mib = int64(1) << 20
+	gib = int64(1) << 30
+)
+
+// Templates returns the seed 000 templates by name. A fresh map each call:
+// callers may adjust their copy (for example to pick runsc).
+func Templates() map[string]Template {
+	return map[string]Template{
+		"ai-provider": {Name: "ai-provider", Network: NetProxy, Seccomp: SeccompStrict,
+			Limits: Limits{MemoryBytes: 256 * mib, CPUs: 0.5, Pids: goPluginMinPids, Timeout: 120 * time.Second}},
+		"code-executor": {Name: "code-executor", Network: NetNone, Seccomp: SeccompStandard,
+			Limits: Limits{MemoryBytes: 1 * gib, CPUs: 1.0, Pids: 100, Timeout: 300 * time.Second}},
+		"policy-sandbox": {Name: "policy-sandbox", Network: NetNone, Seccomp: SeccompStrict,
+			Limits: Limits{MemoryBytes: 128 * mib, CPUs: 0.25, Pids: goPluginMinPids, Timeout: 100 * time.Millisecond}},
+		"integration-test": {Name: "integration-test", Network: NetProxy, Seccomp: SeccompStandardNet, RequiresPolicy: true,
+			Limits: Limits{MemoryBytes: 1 * gib, CPUs: 1.0, Pids: 100, Timeout: 300 * time.Second}},
+	}
+}
+
+// DefaultTemplate is the template for a plugin kind whose manifest names none.
+func DefaultTemplate(kind string) string {
+	switch kind {
+	case "provider":
+		return "ai-provider"
+	case "policy":
+		return "policy-sandbox"
+	default:
+		return "code-executor"
+	}
+}
+
+// TemplateNames lists the template names, sorted.
+func TemplateNames() []string {
+	ts := Templates()
+	out := make([]string, 0, len(ts))
+	for n := range ts {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LookupTemplate returns the named template or a SANDBOX_UNKNOWN_TEMPLATE error.
+func LookupTemplate(name string) (Template, error) {
+	t, ok := Templates()[name]
+	if !ok {
+		return Template{}, uerr.New("SANDBOX_UNKNOWN_TEMPLATE",
+			fmt.Sprintf("unknown sandbox template %q", name),
+			"fluffy knows the templates "+strings.Join(TemplateNames(), ", "),
+			"set `sandbox.template` in plugin.yaml to one of them")
+	}
+	return t, nil
+}
+
+// Effective merges a template with the limits a LaunchSpec asks for: a
+// manifest may tighten a limit, never loosen it beyond the template.
+func (t Template) Effective(l Limits) Limits {
+	out := t.Limits
+	if l.MemoryBytes > 0 && l.MemoryBytes < out.MemoryBytes {
+		out.MemoryBytes = l.MemoryBytes
+	}
+	if l.CPUs > 0 && l.CPUs < out.CPUs {
+		out.CPUs = l.CPUs
+	}
+	if l.Pids > 0 && l.Pids < out.Pids {
+		out.Pids = l.Pids
+	}
+	if l.Timeout > 0 && l.Timeout < out.Timeout {
+		out.Timeout = l.Timeout
+	}
+	return out
+}
+
+// SelectRuntime validates an OCI runtime choice for a template against what
+// the engine offers: "runsc" needs gVisor registered with the engine.
+func SelectRuntime(want string, offered []string) (string, error) {
+	if want == "" || want == "runc" {
+		return "", nil
+	}
+	if slices.Contains(offered, want) {
+		return want, nil
+	}
+	return "", uerr.New("SANDBOX_RUNTIME_UNAVAILABLE",
+		fmt.Sprintf("the OCI runtime %q is not available", want),
+		"the container engine offers "+strings.Join(offered, ", "),
+		"install gVisor (`apt install runsc`), register it with the engine (`runsc install` then restart dockerd), or choose the default runtime")
+}
