@@ -69,9 +69,10 @@ func Catalogue() []Item {
 
 		// tool
 		{ID: "TOOL-SCHEMA-001", Level: MUST, Profile: ProfileTool, Statement: "ListTools lists exactly the manifest's tools, each with a valid JSON Schema object for its parameters", Source: "DESIGN.md Plugins/Manifest (tools); seed 001 tool signatures"},
+		{ID: "TOOL-SCHEMA-002", Level: SHOULD, Profile: ProfileTool, Statement: "ListTools reports the same output_mode and lifetime as plugin.yaml", Source: "DESIGN.md Plugins/Manifest (tools)"},
 		{ID: "TOOL-ARGS-001", Level: MUST, Profile: ProfileTool, Statement: "malformed arguments get a structured error result (code, what), never a crash", Source: "DESIGN.md Quality bars; seed 000 Error Display Standard"},
 		{ID: "TOOL-PATH-001", Level: MUST, Profile: ProfileTool, Statement: "paths that leave the workspace (.., absolute, symlink out) are refused with a structured error and leak nothing", Source: "seed 000 AI Tools Module; DESIGN.md L2 sandboxes (/workspace)"},
-		{ID: "TOOL-OUTPUT-001", Level: MUST, Profile: ProfileTool, Statement: "a tool result's output is at most 1 MiB, however large the input", Source: "seed 000 AI Tools Module (output limits)"},
+		{ID: "TOOL-OUTPUT-001", Level: MUST, Profile: ProfileTool, Statement: "a tool result's output is at most 2 MiB, however large the input", Source: "seed 000 AI Tools Module (output limits)"},
 		{ID: "TOOL-PATCH-001", Level: MUST, Profile: ProfileTool, Statement: "a patch-mode tool's output is a unified diff under /out that applies cleanly to the workspace copy", Source: "seed 000 Output Extraction and Merge"},
 		{ID: "TOOL-WRITE-001", Level: MUST, Profile: ProfileTool, Statement: "a tool never modifies the workspace; every write lands under its output directory", Source: "DESIGN.md L2 sandboxes (/workspace read-only, /out)"},
 		{ID: "TOOL-PROGRESS-001", Level: SHOULD, Profile: ProfileTool, APIVersions: []int{2}, Statement: "a v2 call cancelled by the kernel returns a cancelled result within the 2 s grace", Source: "plugins/CHANGELOG.md (tool v2 cancel)"},

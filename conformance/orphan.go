@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 )
 
 // orphanCheck starts the plugin from a throwaway kernel process, SIGKILLs
@@ -90,10 +91,11 @@ func processAlive(pid int) bool {
 	return true
 }
 
-// StubKernelEnv is the environment a stub kernel gives the plugin: what
-// the subprocess launcher gives, so the plugin sees a real kernel launch.
+// stubKernelEnv is the environment a stub kernel gives the plugin: what
+// the L2 launchers give (including the exit-when-orphaned switch), so the
+// plugin sees a real kernel launch.
 func stubKernelEnv(workspace string) []string {
-	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "FLUFFY_WORKSPACE=" + workspace}
+	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "FLUFFY_WORKSPACE=" + workspace, rt.EnvExitWhenOrphaned + "=1"}
 }
 
 // StubKernelMain is the body of the throwaway kernel used by

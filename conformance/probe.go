@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/conformance/fakes"
@@ -237,7 +238,9 @@ func (p *probe) rawStart(ctx context.Context, l supervisor.Launcher, versions []
 		SecureConfig:     &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		StartTimeout:     p.r.opts.StartTimeout,
-		Logger:           p.r.opts.Logger.Named("conformance-raw"),
+		// Refusals and kills are what these starts provoke; their warnings
+		// would only be noise.
+		Logger: hclog.NewNullLogger(),
 	}
 	out := filepath.Join(p.outRoot, fmt.Sprintf("raw-%d", time.Now().UnixNano()))
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -247,9 +250,13 @@ func (p *probe) rawStart(ctx context.Context, l supervisor.Launcher, versions []
 		Name: p.m.Name, Version: p.m.Version, Kind: p.m.Kind, Binary: p.m.EntryPath(),
 		Template: p.m.Sandbox.Template, Workspace: p.ws, OutDir: out,
 		SessionID: "conformance", InstanceID: p.m.Name + "-raw", KernelID: "conformance-" + filepath.Base(p.dir),
+		SHA256: p.m.SHA256,
 	}, cfg)
 	if err != nil {
 		return nil, nil, err
+	}
+	if cfg.RunnerFunc != nil {
+		cfg.SecureConfig = nil // the launcher verified LaunchSpec.SHA256 itself
 	}
 	c := plugin.NewClient(cfg)
 	p.onClose(func() {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/fluffy-waffle/fluffy/host/registry"
 )
 
 // Status is the outcome of one item.
@@ -203,4 +205,12 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// Certification is the registry's record of this run.
+func (r *Report) Certification() registry.Certification {
+	return registry.Certification{
+		SuiteVersion: r.SuiteVersion, SHA256: r.SHA256, Passed: r.Passed(), Profiles: r.Profiles,
+		Failed: r.FailedMUST(), At: r.Started.UTC(), Summary: r.Summary(),
+	}
 }

@@ -21,13 +21,15 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// MaxToolOutputBytes is the largest tool output the kernel accepts into a
-// model's context (TOOL-OUTPUT-001).
-const MaxToolOutputBytes = 1 << 20
+// MaxToolOutputBytes is the largest tool output the kernel accepts
+// (TOOL-OUTPUT-001): half of gRPC's default 4 MiB message limit, so a result
+// always fits one frame with its metadata. See docs/decisions.md.
+const MaxToolOutputBytes = 2 << 20
 
 func toolChecks() map[string]checkFunc {
 	return map[string]checkFunc{
 		"TOOL-SCHEMA-001":   checkToolSchemas,
+		"TOOL-SCHEMA-002":   checkToolModes,
 		"TOOL-ARGS-001":     checkToolMalformed,
 		"TOOL-PATH-001":     checkToolPaths,
 		"TOOL-OUTPUT-001":   checkToolOutputSize,
@@ -169,9 +171,6 @@ func checkToolSchemas(ctx context.Context, p *probe) outcome {
 		if err := compileSchema(d.Parameters); err != nil {
 			problems = append(problems, fmt.Sprintf("tool %s: parameters are not a valid JSON Schema object: %v", mt.Name, err))
 		}
-		if d.OutputMode != "" && d.OutputMode != mt.OutputMode {
-			problems = append(problems, fmt.Sprintf("tool %s: ListTools says output_mode %q, plugin.yaml %q", mt.Name, d.OutputMode, mt.OutputMode))
-		}
 	}
 	extra := make([]string, 0, len(listed))
 	for n := range listed {
@@ -185,6 +184,33 @@ func checkToolSchemas(ctx context.Context, p *probe) outcome {
 		return fail("%s\nfix: keep plugin.yaml's tools and the plugin's ListTools identical", strings.Join(problems, "\n"))
 	}
 	return pass("%d tools, schemas valid", len(defs))
+}
+
+func checkToolModes(ctx context.Context, p *probe) outcome {
+	if o, stop := p.toolBlocked(); stop {
+		return o
+	}
+	defs, err := p.sup.Tools(ctx, p.m.Name)
+	if err != nil {
+		return fail("ListTools failed: %s", errText(err))
+	}
+	var problems []string
+	for _, d := range defs {
+		mt, ok := p.m.Tool(d.Name)
+		if !ok {
+			continue
+		}
+		if d.OutputMode != "" && d.OutputMode != mt.OutputMode {
+			problems = append(problems, fmt.Sprintf("tool %s: ListTools says output_mode %q, plugin.yaml %q", d.Name, d.OutputMode, mt.OutputMode))
+		}
+		if d.Lifetime != "" && d.Lifetime != mt.Lifetime {
+			problems = append(problems, fmt.Sprintf("tool %s: ListTools says lifetime %q, plugin.yaml %q", d.Name, d.Lifetime, mt.Lifetime))
+		}
+	}
+	if len(problems) > 0 {
+		return fail("%s\nfix: set OutputMode/Lifetime in each tool.Def to what plugin.yaml declares (pluginsdk defaults an empty OutputMode to patch)", strings.Join(problems, "\n"))
+	}
+	return pass("output modes and lifetimes agree")
 }
 
 func compileSchema(b []byte) error {
