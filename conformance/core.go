@@ -161,7 +161,7 @@ type baseOf interface {
 }
 
 func checkEachVersion(ctx context.Context, p *probe) outcome {
-	if o, stop := p.preLaunch(); stop {
+	if o, stop := p.blocked(); stop {
 		return o
 	}
 	var problems, ok []string
@@ -218,7 +218,7 @@ func (p *probe) tryVersion(ctx context.Context, v int) error {
 const outsideVersion = 99
 
 func checkOutsideRange(ctx context.Context, p *probe) outcome {
-	if o, stop := p.preLaunch(); stop {
+	if o, stop := p.blocked(); stop {
 		return o
 	}
 	c, cap, err := p.rawStart(ctx, p.r.opts.Launcher, []int{outsideVersion}, nil)
@@ -390,7 +390,7 @@ func clip(s string, n int) string {
 
 // sandboxStart starts the plugin under the L2 launcher, once.
 func checkSandboxStarts(ctx context.Context, p *probe) outcome {
-	if o, stop := p.preLaunch(); stop {
+	if o, stop := p.blocked(); stop {
 		return o
 	}
 	if p.m.Kind == manifests.KindRuntime {
@@ -403,7 +403,7 @@ func checkSandboxStarts(ctx context.Context, p *probe) outcome {
 }
 
 func checkSandboxWorks(ctx context.Context, p *probe) outcome {
-	if o, stop := p.preLaunch(); stop {
+	if o, stop := p.blocked(); stop {
 		return o
 	}
 	if p.m.Kind == manifests.KindRuntime {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/policyext"
@@ -61,8 +62,14 @@ func checkPolicyLatency(ctx context.Context, p *probe) outcome {
 			if d > worst {
 				worst = d
 			}
-			if err != nil && !isStructured(err) {
-				return fail("Evaluate(%s) failed: %s", r.Syscall, errText(err))
+			if uerr.HasCode(err, supervisor.CodeCrashed) && !uerr.HasCode(err, base.CodeMalformed) {
+				return fail("Evaluate(%s) crashed the extension: %s", r.Syscall, errText(err))
+			}
+			if err != nil {
+				// A malformed answer makes the kernel restart the extension
+				// (judged by POLICY-DECISION-001); warm it again untimed.
+				_, _ = p.evaluate(ctx, policyRequests[0])
+				continue
 			}
 			if d > PolicyBudget {
 				return fail("Evaluate(%s %s) took %s; the budget is %s (the kernel treats a late answer as deny)\nfix: decide from the request alone; cache anything slow at Configure", r.Syscall, r.Path+r.Host, d.Round(time.Millisecond), PolicyBudget)
@@ -94,7 +101,7 @@ func checkPolicyMalformed(ctx context.Context, p *probe) outcome {
 	if o, stop := p.policyBlocked(); stop {
 		return o
 	}
-	bad := []policyext.Request{{}, {Syscall: "fs.read", ArgsJSON: []byte("{not json")}, {Syscall: "\x00\xff", Path: "../../../../etc/shadow", SizeBytes: -1}}
+	bad := []policyext.Request{{}, {Syscall: "fs.read", ArgsJSON: []byte("{not json")}}
 	for i, r := range bad {
 		d, err := p.evaluate(ctx, r)
 		switch {

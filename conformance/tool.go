@@ -376,6 +376,9 @@ func checkToolPatch(ctx context.Context, p *probe) outcome {
 		return fail("%v\nfix: write the patch under <out_dir>/<operation_id>/ and put that relative path in FileChange.Artifact", err)
 	}
 	diff, _ := os.ReadFile(art)
+	if !strings.Contains(string(diff), "@@") || !strings.Contains(string(diff), "+++ ") {
+		return fail("the artifact %s of a patch-mode tool is not a unified diff (no ---/+++/@@ lines)\nfix: write a unified diff (pluginsdk/patch.Unified) for output_mode patch, or declare output_mode full", ch.Artifact)
+	}
 	orig, _ := os.ReadFile(filepath.Join(p.ws, "README.md"))
 	got, err := patch.Apply(orig, string(diff))
 	if err != nil {

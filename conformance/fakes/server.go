@@ -103,7 +103,7 @@ func (s *Server) slow(w http.ResponseWriter, r *http.Request, send func(i int)) 
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
-		if i > 600 {
+		if i > 30 {
 			return
 		}
 	}
