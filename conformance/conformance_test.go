@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/conformance"
+	"github.com/fluffy-waffle/fluffy/pluginsdk/plugintest"
 )
 
 func run(t *testing.T, dir string, startTimeout time.Duration) *conformance.Report {
@@ -201,5 +202,17 @@ func TestReportFormats(t *testing.T) {
 	}
 	if _, err := conformance.New(conformance.Options{}).Run(context.Background(), os.TempDir(), []string{"bogus"}); err == nil {
 		t.Fatal("unknown profile accepted")
+	}
+}
+
+// Plugin authors run the same suite from their own go test.
+func TestPluginTestHelper(t *testing.T) {
+	options(t, 0) // fail here, not inside the helper, if Docker is required but missing
+	rep := plugintest.Conformance(t, "../pluginsdk/examples/wordcount", "../pluginsdk/examples/wordcount/plugin.yaml")
+	if !rep.Passed() || rep.Plugin != "wordcount" {
+		t.Fatalf("wordcount: %s", rep.Summary())
+	}
+	if r, _ := rep.Result("CORE-SHUTDOWN-002"); r.Status != conformance.Pass {
+		t.Fatalf("stub kernel not wired: %+v", r)
 	}
 }

@@ -75,7 +75,7 @@ var l2 l2State
 
 // options returns runner options: stub kernel = this test binary, and the
 // L2 launcher when Docker is usable (required with FLUFFY_REQUIRE_DOCKER=1).
-func options(t *testing.T, startTimeout time.Duration) conformance.Options {
+func options(t testing.TB, startTimeout time.Duration) conformance.Options {
 	t.Helper()
 	if bins.buildErr != nil {
 		t.Fatal(bins.buildErr)
@@ -159,7 +159,7 @@ func fixture(t *testing.T, name string, edit func(string) string, sum string) st
 }
 
 // builtin lays out a real plugin (binary + its own plugin.yaml, stamped).
-func builtin(t *testing.T, bin, manifest string) string {
+func builtin(t testing.TB, bin, manifest string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), filepath.Base(bin))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -184,7 +184,7 @@ func builtin(t *testing.T, bin, manifest string) string {
 	return dir
 }
 
-func copyFile(t *testing.T, src, dst string) {
+func copyFile(t testing.TB, src, dst string) {
 	t.Helper()
 	b, err := os.ReadFile(src)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/conformance"
@@ -41,7 +42,11 @@ func (w *bytesBuf) String() string              { return string(w.b) }
 // fluffy itself as the stub kernel.
 func certifyRun(ctx context.Context, e *env, path string, profiles []string, sb string, startTimeout time.Duration, progress func(string)) (*conformance.Report, error) {
 	opts := conformance.Options{Logger: e.log, StartTimeout: startTimeout, Progress: progress}
-	if exe, err := os.Executable(); err == nil {
+	// The stub kernel is fluffy itself, unless overridden (a test binary
+	// must not re-run itself as a kernel).
+	if p := e.getenv("FLUFFY_CONFORMANCE_STUB_KERNEL"); p != "" {
+		opts.StubKernel = []string{p}
+	} else if exe, err := os.Executable(); err == nil && !strings.HasSuffix(exe, ".test") {
 		opts.StubKernel = []string{exe, "conformance", "stub-kernel"}
 	}
 	switch sb {
