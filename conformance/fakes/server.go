@@ -34,7 +34,6 @@ type Server struct {
 	scenario string
 	requests []string // paths
 	closed   chan struct{}
-	viaProxy int
 }
 
 // New starts a fake on loopback. Close it when done.
