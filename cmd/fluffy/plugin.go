@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 )
@@ -28,14 +29,21 @@ func runPlugin(e *env, args []string) error {
 	})
 }
 
-// openRegistry opens the registry database under $FLUFFY_HOME.
+// openRegistry opens the registry database under $FLUFFY_HOME, with its
+// changes recorded in the home audit log.
 func openRegistry(e *env) (*registry.Registry, func(), error) {
-	db, err := kernel.OpenHomeDB(context.Background(), e.home, e.log)
+	ctx := context.Background()
+	db, err := kernel.OpenHomeDB(ctx, e.home, e.log)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open plugin registry: %w", err)
 	}
-	reg := registry.New(db.Badger(), registry.Options{Home: e.home, Logger: e.log})
-	return reg, func() { _ = db.Close() }, nil
+	log, err := audit.Open(ctx, audit.Options{DB: db, Logger: e.log})
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, err
+	}
+	reg := registry.New(db.Badger(), registry.Options{Home: e.home, Logger: e.log, Auditor: kernel.Auditor{Log: log, Logger: e.log}})
+	return reg, func() { _ = log.Close(); _ = db.Close() }, nil
 }
 
 // builtinPluginDirs are where fluffy's own plugins live: ./plugins beside

@@ -3,14 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/policy/units"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -27,21 +28,10 @@ func runPolicy(e *env, args []string) error {
 }
 
 // projectPolicyPath is <project>/.fluffy/policy.yaml.
-func projectPolicyPath(project string) string {
-	return filepath.Join(project, ".fluffy", "policy.yaml")
-}
+func projectPolicyPath(project string) string { return policy.ProjectPath(project) }
 
-// activePolicy loads the project's policy file, or the embedded default
-// when there is none.
-func activePolicy(project string) (*policy.Policy, error) {
-	path := projectPolicyPath(project)
-	if _, err := os.Stat(path); err == nil {
-		return policy.LoadFile(path)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, uerr.Wrap(err, policy.CodeRead, "cannot read "+path, err.Error(), "check its permissions")
-	}
-	return policy.Default()
-}
+// activePolicy loads the project's policy file, or the embedded default.
+func activePolicy(project string) (*policy.Policy, error) { return policy.LoadProject(project) }
 
 func projectFlag(fs *flag.FlagSet) *string {
 	return fs.String("project", ".", "project directory (the active policy is <project>/.fluffy/policy.yaml, else the built-in default)")
@@ -217,9 +207,20 @@ func policyUpdate(e *env, args []string) error {
 	if gate.Decision == policy.Deny {
 		return uerr.New("POLICY_UPDATE_DENIED", "policy update denied", strings.Join(gate.Reasons, "; "), "")
 	}
-	// No audit log is wired into the CLI yet: replay what the current
-	// policy decides for its own examples and counter-examples.
-	src := exampleDecisions(engine, current)
+	// The trial replays the project's last recorded decisions from its audit
+	// log; a project with none (or a log held by a running kernel) replays
+	// what the current policy decides for its own examples instead.
+	var src policy.DecisionSource = exampleDecisions(engine, current)
+	var auditor kernel.Auditor
+	if log, err := audit.Open(context.Background(), audit.Options{Dir: store.DefaultDir(*project), Logger: e.log}); err != nil {
+		fmt.Fprintf(e.stderr, "NOTE: audit log unavailable (%v); trial uses the policy's own examples\n", uerr.From(err).What)
+	} else {
+		defer log.Close()
+		auditor = kernel.Auditor{Log: log, Logger: e.log}
+		if recs, err := auditor.RecentDecisions(policy.TrialSize); err == nil && len(recs) > 0 {
+			src = auditor
+		}
+	}
 	prop, err := policy.Prepare(file, content, src)
 	if err != nil {
 		return err
@@ -256,6 +257,9 @@ func policyUpdate(e *env, args []string) error {
 	target := projectPolicyPath(*project)
 	if err := policy.Commit(target, prop, *confirm, nil); err != nil {
 		return err
+	}
+	if err := auditor.RecordPolicyUpdate(context.Background(), target, prop.Replayed, len(prop.Changes), prop.Breaking); err != nil {
+		return fmt.Errorf("policy updated but not recorded in the audit log: %w", err)
 	}
 	fmt.Fprintf(w, "Policy updated: %s (a running kernel reloads it automatically)\n", target)
 	return nil

@@ -10,9 +10,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
@@ -34,8 +36,10 @@ type Options struct {
 	Getenv func(string) string
 	// NetworkAuditor hears every request through the provider proxy.
 	NetworkAuditor sandbox.Auditor
-	// Progress receives one line per slow start-up step.
+	// Progress receives one line per slow start-up step and plugin progress.
 	Progress func(string)
+	// Policy judges plugin callbacks; nil loads the project's policy.
+	Policy *policy.Engine
 }
 
 // Kernel wires the registry to the supervisor: every registered, enabled
@@ -44,9 +48,17 @@ type Options struct {
 type Kernel struct {
 	Registry *registry.Registry
 	Plugins  *supervisor.Supervisor
-	db       *store.DB
-	sb       *sandboxes
-	log      hclog.Logger
+	// HomeAudit records plugin registry events ($FLUFFY_HOME/db); Audit is
+	// the project's log (<workspace>/.fluffy/db).
+	HomeAudit *audit.Log
+	Audit     *audit.Log
+	// Policy judges every kernel callback a plugin makes.
+	Policy    *policy.Engine
+	workspace string
+	progress  func(string)
+	db        *store.DB
+	sb        *sandboxes
+	log       hclog.Logger
 }
 
 // HomeDB is the badger directory under $FLUFFY_HOME.
@@ -69,8 +81,31 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kernel{db: db, log: o.Logger.Named("kernel")}
-	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger})
+	k := &Kernel{db: db, log: o.Logger.Named("kernel"), workspace: o.Workspace, progress: o.Progress}
+	if o.Policy == nil {
+		p, err := policy.LoadProject(o.Workspace)
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		o.Policy = policy.NewEngine(p, policy.Options{Logger: o.Logger})
+	}
+	k.Policy = o.Policy
+	if k.HomeAudit, err = audit.Open(ctx, audit.Options{DB: db, Logger: o.Logger}); err != nil {
+		k.Close()
+		return nil, err
+	}
+	if k.Audit, err = audit.Open(ctx, audit.Options{Dir: store.DefaultDir(o.Workspace), Logger: o.Logger}); err != nil {
+		k.Close()
+		return nil, err
+	}
+	if _, err := k.Audit.ApplyRetention(ctx); err != nil {
+		k.log.Warn("audit retention failed", "error", err)
+	}
+	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger, Auditor: Auditor{Log: k.HomeAudit, Logger: o.Logger}})
+	if o.NetworkAuditor == nil {
+		o.NetworkAuditor = Auditor{Log: k.Audit, Logger: o.Logger}
+	}
 	launcher := o.Launcher
 	kernelID := ""
 	if launcher == nil {
@@ -84,10 +119,16 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	k.Plugins = supervisor.New(supervisor.Options{
 		Logger: o.Logger, Launcher: launcher, StartTimeout: o.StartTimeout, KernelID: kernelID,
 		Workspace: o.Workspace, SessionID: o.SessionID, SessionMode: o.SessionMode,
-		OutRoot:  filepath.Join(o.Workspace, ".fluffy", "out"),
-		Observer: k,
+		OutRoot:        filepath.Join(o.Workspace, ".fluffy", "out"),
+		Observer:       k,
+		KernelService:  k.kernelService,
+		HealthInterval: 30 * time.Second,
 	})
 	if err := k.loadAll(ctx); err != nil {
+		k.Close()
+		return nil, err
+	}
+	if _, err := k.Audit.Append(ctx, audit.Event{Type: audit.EventKernelStart, SessionID: o.SessionID, Metadata: map[string]string{"kernel": kernelID, "sandbox": o.Sandbox}}); err != nil {
 		k.Close()
 		return nil, err
 	}
@@ -151,7 +192,16 @@ func (k *Kernel) Close() {
 	if k.sb != nil {
 		k.sb.close()
 	}
+	if k.Audit != nil {
+		_, _ = k.Audit.Append(context.Background(), audit.Event{Type: audit.EventKernelShutdown})
+		_ = k.Audit.Close()
+	}
+	if k.HomeAudit != nil {
+		_ = k.HomeAudit.Close()
+	}
 	if k.db != nil {
 		_ = k.db.Close()
 	}
 }
+
+func (k *Kernel) auditor() Auditor { return Auditor{Log: k.Audit, Logger: k.log} }

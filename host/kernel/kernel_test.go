@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 )
@@ -107,4 +109,35 @@ func TestUnloadedOnClose(t *testing.T) {
 		t.Fatalf("after close: %s", got)
 	}
 	k.Close()
+}
+
+func TestKernelAuditsStartInstallAndShutdown(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	ctx := context.Background()
+	src := stage(t)
+	k, err := Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone, SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Registry.Install(ctx, src, registry.InstallOptions{BuiltinDirs: []string{filepath.Dir(src)}}); err != nil {
+		t.Fatal(err)
+	}
+	installs, err := k.HomeAudit.Recent(ctx, 10, "plugin_install")
+	if err != nil || len(installs) != 1 || installs[0].Metadata["plugin"] != "tool-fs" || installs[0].Metadata["sha256"] == "" {
+		t.Fatalf("install not audited: %v %+v", err, installs)
+	}
+	k.Close()
+	log, err := audit.Open(ctx, audit.Options{Dir: store.DefaultDir(ws)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	for _, typ := range []audit.EventType{audit.EventKernelStart, audit.EventKernelShutdown} {
+		if recs, err := log.Recent(ctx, 1, typ); err != nil || len(recs) != 1 {
+			t.Fatalf("%s not recorded: %v", typ, err)
+		}
+	}
+	if rep, err := log.Verify(ctx, true); err != nil || !rep.OK() {
+		t.Fatalf("chain: %v %+v", err, rep)
+	}
 }

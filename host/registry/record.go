@@ -84,7 +84,7 @@ func (r Record) HasTag(tag string) bool {
 func Spec(m *manifests.Manifest) supervisor.Spec {
 	s := supervisor.Spec{
 		Name: m.Name, Version: m.Version, Kind: base.Kind(m.Kind), Binary: m.EntryPath(), SHA256: m.SHA256,
-		APIVersions: m.APIVersions, Template: m.Sandbox.Template,
+		APIVersions: m.APIVersions, Template: m.Sandbox.Template, Tags: m.Tags,
 		Limits: sandbox.Limits{MemoryBytes: m.Sandbox.MemoryBytes, CPUs: m.Sandbox.CPUs, Pids: m.Sandbox.Pids, Timeout: m.Sandbox.Timeout},
 	}
 	if m.Provider != nil {

@@ -198,7 +198,11 @@ func (r *Registry) Runnable(name string) (supervisor.Spec, error) {
 	if err != nil {
 		return supervisor.Spec{}, fmt.Errorf("load stored manifest of %s: %w", name, err)
 	}
-	return Spec(m), nil
+	spec := Spec(m)
+	// The record's tags, not the manifest's: install may have dropped a
+	// core_plugin claim the plugin was not entitled to.
+	spec.Tags = rec.Tags
+	return spec, nil
 }
 
 // SetState records a lifecycle transition of an installed version. A

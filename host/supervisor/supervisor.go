@@ -16,6 +16,8 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/kernel"
@@ -45,6 +47,8 @@ type Spec struct {
 	// fresh instance.
 	PerCallTools []string
 	ConfigJSON   []byte
+	// Tags are the registry's tags (core_plugin, third_party, ...).
+	Tags []string
 }
 
 // Options configure a Supervisor. Zero values get the defaults noted.
@@ -57,10 +61,14 @@ type Options struct {
 	CallTimeout time.Duration
 	// HealthTimeout bounds one health check (default 2 s).
 	HealthTimeout time.Duration
-	KernelID      string
-	SessionID     string
-	SessionMode   string
-	Workspace     string
+	// HealthInterval, when positive, health-checks every running instance
+	// that often in the background; a failing one is killed and restarted on
+	// next use.
+	HealthInterval time.Duration
+	KernelID       string
+	SessionID      string
+	SessionMode    string
+	Workspace      string
 	// OutRoot holds one output directory per instance (default a temp dir).
 	OutRoot string
 	// KernelService builds the callback service for one instance; nil: none.
@@ -99,6 +107,8 @@ type Supervisor struct {
 	mu      sync.Mutex
 	plugins map[string]*managed
 	closed  bool
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // New returns a Supervisor; it starts nothing until a plugin is used.
@@ -142,7 +152,38 @@ func New(opts Options) *Supervisor {
 	if opts.KernelID == "" {
 		opts.KernelID = randomID()
 	}
-	return &Supervisor{opts: opts, log: opts.Logger.Named("supervisor"), plugins: map[string]*managed{}}
+	s := &Supervisor{opts: opts, log: opts.Logger.Named("supervisor"), plugins: map[string]*managed{}, stop: make(chan struct{}), done: make(chan struct{})}
+	if opts.HealthInterval > 0 {
+		go s.healthLoop()
+	} else {
+		close(s.done)
+	}
+	return s
+}
+
+// healthLoop checks running instances until Close.
+func (s *Supervisor) healthLoop() {
+	defer close(s.done)
+	t := time.NewTicker(s.opts.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		names := make([]string, 0, len(s.plugins))
+		for n := range s.plugins {
+			names = append(names, n)
+		}
+		s.mu.Unlock()
+		for _, n := range names {
+			if err := s.Health(context.Background(), n); err != nil {
+				s.log.Warn("plugin failed its health check; it will be restarted on next use", "plugin", n, "error", err)
+			}
+		}
+	}
 }
 
 // KernelID identifies this supervisor's kernel instance (labels, reaping).
@@ -315,7 +356,8 @@ func (s *Supervisor) fail(m *managed, inst *Instance, callCtx context.Context, e
 	defer m.mu.Unlock()
 	var out error
 	switch {
-	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
+	case errors.Is(callCtx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
+		// gRPC's deadline timer can fire a moment before the context's.
 		out = uerr.Wrap(err, CodeCallTimeout, fmt.Sprintf("plugin %s did not answer in time", m.spec.Name),
 			"the call passed its deadline; the plugin was killed and will be restarted", "retry; if it keeps happening the plugin may hang on this input")
 	case errors.Is(callCtx.Err(), context.Canceled):
@@ -407,6 +449,9 @@ func (s *Supervisor) Restart(ctx context.Context, name string) error {
 // Close stops every instance.
 func (s *Supervisor) Close() {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.stop)
+	}
 	s.closed = true
 	ms := make([]*managed, 0, len(s.plugins))
 	for _, m := range s.plugins {
@@ -428,6 +473,7 @@ func (s *Supervisor) Close() {
 		}()
 	}
 	wg.Wait()
+	<-s.done
 }
 
 func (s *Supervisor) outDir(instanceID string) (string, error) {

@@ -392,3 +392,31 @@ func TestToolFSRealPlugin(t *testing.T) {
 		t.Fatalf("tool-fs negotiated %d", st.APIVersion)
 	}
 }
+
+func TestBackgroundHealthCheckReplacesSickPlugin(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.HealthInterval = 100 * time.Millisecond })
+	if err := h.sup.Add(fixtureSpec(t, "good", []int{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sup.CallTool(context.Background(), "fixture", tool.Call{ID: "s", Tool: "fx.sicken"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sick, _ := h.sup.Stats("fixture")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := h.sup.Stats("fixture")
+		if !st.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a plugin failing its health check was not stopped")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r, err := echo(t, h.sup, "fixture"); err != nil || !r.OK {
+		t.Fatalf("restart after failed health check: %v", err)
+	}
+	if st, _ := h.sup.Stats("fixture"); st.InstanceID == sick.InstanceID || st.Restarts != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

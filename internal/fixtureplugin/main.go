@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -22,7 +24,8 @@ func main() {
 		name = name[:i]
 	}
 	_ = os.WriteFile("started-"+name, []byte(time.Now().String()), 0o644)
-	ts := toolSet("fixture")
+	sick := &atomic.Bool{}
+	ts := toolSet("fixture", sick)
 	switch name {
 	case "v1only":
 		ts.APIVersions = []int{1}
@@ -52,11 +55,24 @@ func main() {
 		ts.Name = "someone-else"
 		pluginsdk.ServeTool(ts)
 	default:
-		pluginsdk.ServeTool(ts)
+		pluginsdk.ServeTool(sickable{ToolSet: ts, sick: sick})
 	}
 }
 
-func toolSet(name string) *pluginsdk.ToolSet {
+// sickable fails its health check once fx.sicken was called.
+type sickable struct {
+	*pluginsdk.ToolSet
+	sick *atomic.Bool
+}
+
+func (s sickable) Health(context.Context) error {
+	if s.sick.Load() {
+		return errors.New("fixture was told to be sick")
+	}
+	return nil
+}
+
+func toolSet(name string, sick *atomic.Bool) *pluginsdk.ToolSet {
 	obj := json.RawMessage(`{"type":"object"}`)
 	return &pluginsdk.ToolSet{
 		Name:    name,
@@ -82,6 +98,32 @@ func toolSet(name string) *pluginsdk.ToolSet {
 				}
 				<-ctx.Done()
 				return map[string]string{"stopped": context.Cause(ctx).Error()}, nil
+			}},
+			{Def: tool.Def{Name: "fx.sicken", Summary: "start failing health checks", Parameters: obj}, Handler: func(context.Context, *pluginsdk.ToolContext, json.RawMessage) (any, error) {
+				sick.Store(true)
+				return map[string]bool{"sick": true}, nil
+			}},
+			{Def: tool.Def{Name: "fx.kernel", Summary: "call back into the kernel: read a file and request a capability", Parameters: obj}, Handler: func(ctx context.Context, tc *pluginsdk.ToolContext, a json.RawMessage) (any, error) {
+				if tc.Kernel == nil {
+					return nil, errors.New("no kernel callback service")
+				}
+				var args struct {
+					Path string `json:"path"`
+				}
+				_ = json.Unmarshal(a, &args)
+				out := map[string]any{}
+				if b, sum, err := tc.Kernel.ReadFile(ctx, args.Path, 1<<20); err != nil {
+					out["read_error"] = err.Error()
+				} else {
+					out["content"], out["sha256"] = string(b), sum
+				}
+				if c, err := tc.Kernel.RequestCapability(ctx, "fs.read", args.Path, 3, 10*time.Second); err != nil {
+					out["capability_error"] = err.Error()
+				} else {
+					out["token"] = c.TokenID
+				}
+				_ = tc.Kernel.ReportProgress(ctx, "called back", 1)
+				return out, nil
 			}},
 			{Def: tool.Def{Name: "fx.progress", Summary: "report progress three times", Parameters: obj}, Handler: func(_ context.Context, tc *pluginsdk.ToolContext, _ json.RawMessage) (any, error) {
 				for i := 1; i <= 3; i++ {

@@ -27,7 +27,7 @@ func (ext) Configure(context.Context, base.Config, base.KernelClient) error { re
 func (ext) Health(context.Context) error                                    { return nil }
 
 func (e ext) Evaluate(_ context.Context, r policyext.Request) (policyext.Decision, error) {
-	if r.Syscall == "warmup" {
+	if r.Syscall == "policy.warmup" { // policy.WarmupSyscall
 		return policyext.Decision{Decision: policyext.Pass}, nil
 	}
 	switch e.mode {

@@ -1,0 +1,180 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/token"
+	"github.com/fluffy-waffle/fluffy/sandbox"
+)
+
+// Audit event types the kernel adds to seed 000's.
+const (
+	EventNetworkRequest audit.EventType = "network_request"
+	// Plugin registry events are "plugin_<what>" (plugin_install,
+	// plugin_install_forced, plugin_remove, plugin_enable, plugin_disable,
+	// plugin_rejected).
+)
+
+// Auditor connects the parts that produce audit events (registry, sandbox
+// proxy, policy engine) to an audit log, so none of them imports it.
+type Auditor struct {
+	Log    *audit.Log
+	Logger hclog.Logger
+}
+
+func (a Auditor) append(ctx context.Context, ev audit.Event) {
+	if a.Log == nil {
+		return
+	}
+	if _, err := a.Log.Append(ctx, ev); err != nil && a.Logger != nil {
+		a.Logger.Error("audit append failed", "type", ev.Type, "error", err)
+	}
+}
+
+// RecordPluginEvent implements registry.Auditor.
+func (a Auditor) RecordPluginEvent(ctx context.Context, event string, rec registry.Record, security bool) error {
+	if a.Log == nil {
+		return nil
+	}
+	_, err := a.Log.Append(ctx, audit.Event{
+		Type: audit.EventType(event), Security: security, Caller: "user",
+		DenyReason: rec.Reason,
+		Metadata: map[string]string{
+			"plugin": rec.Name, "version": rec.Version, "kind": rec.Kind, "sha256": rec.SHA256,
+			"state": string(rec.State), "tags": strings.Join(rec.Tags, ","), "source": rec.Source,
+			"manifest": rec.ManifestPath, "certified": certSummary(rec.Certification),
+		},
+	})
+	return err
+}
+
+func certSummary(c *registry.Certification) string {
+	switch {
+	case c == nil:
+		return "none"
+	case c.Passed:
+		return "passed"
+	case c.Forced:
+		return "failed-forced"
+	}
+	return "failed"
+}
+
+// NetworkRequest implements sandbox.Auditor: every proxied request, allowed
+// or refused, is a security event.
+func (a Auditor) NetworkRequest(ctx context.Context, ev sandbox.NetworkEvent) {
+	decision := audit.DecisionAllowed
+	if !ev.Allowed {
+		decision = audit.DecisionDenied
+	}
+	a.append(ctx, audit.Event{
+		Type: EventNetworkRequest, Security: true, SyscallType: "net.connect", Caller: ev.Plugin,
+		PolicyDecision: decision, DenyReason: ev.Reason, SandboxID: ev.Instance,
+		Metadata: map[string]string{"host": ev.Target},
+	})
+}
+
+// RecordDecision writes one policy decision (the trial replay of
+// `policy update` reads these back).
+func (a Auditor) RecordDecision(ctx context.Context, req policy.Request, res policy.Result) {
+	ev := audit.Event{
+		Type: audit.EventPolicyDecision, SyscallType: req.Syscall, Caller: callerName(req.Caller),
+		SessionMode: req.SessionMode, State: req.State, PolicyRule: res.DecidingRule(),
+		PolicyDecision: decisionName(res), Metadata: map[string]string{"path": req.Path},
+	}
+	if req.Host != "" {
+		ev.Metadata["host"] = req.Host
+	}
+	if req.Caller.Kind != "" {
+		ev.Metadata["caller_kind"] = req.Caller.Kind
+	}
+	if len(req.Caller.Tags) > 0 {
+		ev.Metadata["caller_tags"] = strings.Join(req.Caller.Tags, ",")
+	}
+	if res.Enforced != policy.Allow {
+		ev.DenyReason = strings.Join(res.Reasons, "; ")
+	}
+	a.append(ctx, ev)
+}
+
+// RecordCapability writes the durable capability_issued event.
+func (a Auditor) RecordCapability(ctx context.Context, plugin, instance string, t token.Token) {
+	a.append(ctx, audit.Event{
+		Type: audit.EventCapabilityIssued, Caller: plugin, SyscallType: t.Scope.Syscall, CapabilityID: t.ID, SandboxID: instance,
+		Metadata: map[string]string{"paths": strings.Join(t.Scope.Paths, ","), "max_ops": fmt.Sprint(t.Scope.MaxOps), "expires": t.Expires.UTC().Format(time.RFC3339)},
+	})
+}
+
+// RecordPolicyUpdate writes the durable policy_update event.
+func (a Auditor) RecordPolicyUpdate(ctx context.Context, path string, replayed, changes, breaking int) error {
+	if a.Log == nil {
+		return nil
+	}
+	_, err := a.Log.Append(ctx, audit.Event{
+		Type: audit.EventPolicyUpdate, Caller: "user", SyscallType: "policy.update",
+		Metadata: map[string]string{"path": path, "replayed": fmt.Sprint(replayed), "changes": fmt.Sprint(changes), "breaking": fmt.Sprint(breaking)},
+	})
+	return err
+}
+
+func callerName(c policy.Caller) string {
+	if c.Plugin != "" {
+		return c.Plugin
+	}
+	if c.Kind != "" {
+		return c.Kind
+	}
+	return "kernel"
+}
+
+func decisionName(r policy.Result) string {
+	switch {
+	case r.ByToken:
+		return audit.DecisionAllowedByToken
+	case r.Enforced == policy.Allow:
+		return audit.DecisionAllowed
+	case r.Enforced == policy.RequireReview:
+		return audit.DecisionReviewRequired
+	}
+	return audit.DecisionDenied
+}
+
+// RecentDecisions implements policy.DecisionSource over the audit log:
+// the last n policy decisions, newest last.
+func (a Auditor) RecentDecisions(n int) ([]policy.RecordedDecision, error) {
+	if a.Log == nil {
+		return nil, nil
+	}
+	recs, err := a.Log.Recent(context.Background(), n, audit.EventPolicyDecision)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]policy.RecordedDecision, 0, len(recs))
+	for _, r := range recs {
+		req := policy.Request{Syscall: r.SyscallType, Path: r.Metadata["path"], Host: r.Metadata["host"], SessionMode: r.SessionMode, State: r.StateMachineState}
+		req.Caller.Kind = r.Metadata["caller_kind"]
+		if req.Caller.Kind == "plugin" {
+			req.Caller.Plugin = r.Caller
+		}
+		if t := r.Metadata["caller_tags"]; t != "" {
+			req.Caller.Tags = strings.Split(t, ",")
+		}
+		d := policy.Deny
+		switch r.PolicyDecision {
+		case audit.DecisionAllowed, audit.DecisionAllowedByToken:
+			d = policy.Allow
+		case audit.DecisionReviewRequired:
+			d = policy.RequireReview
+		}
+		out = append(out, policy.RecordedDecision{Request: req, Decision: d, Rule: r.PolicyRuleName, At: time.UnixMilli(r.Timestamp)})
+	}
+	return out, nil
+}

@@ -1,0 +1,110 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/manifests"
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+)
+
+const fixtureManifest = `name: fixture
+version: 1.0.0
+kind: tool
+description: "misbehaving test plugin"
+author: tests
+entry: fixture
+sha256: "0000000000000000000000000000000000000000000000000000000000000000"
+api_versions: [1, 2]
+tags: [core_plugin]
+tools:
+  - name: fx.kernel
+    summary: "call the kernel back"
+    parameters: {type: object}
+`
+
+// TestPluginCallbacksArePolicyChecked: a real plugin process calls back
+// into the kernel through the GRPCBroker. Reads go through the project
+// policy (a secret is refused), capability tokens are issued bound to the
+// instance, and both land in the audit log.
+func TestPluginCallbacksArePolicyChecked(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("visible\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, ".env"), []byte("API_KEY=secret\n"), 0o644)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fixture")
+	cmd := exec.Command("go", "build", "-o", bin, "../../internal/fixtureplugin")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	sum, _ := manifests.FileSHA256(bin)
+	stamped, _ := manifests.StampSHA256([]byte(fixtureManifest), sum)
+	os.WriteFile(filepath.Join(dir, "plugin.yaml"), stamped, 0o644)
+
+	ctx := context.Background()
+	var progress []string
+	k, err := Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone, Progress: func(s string) { progress = append(progress, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if _, err := k.Registry.Install(ctx, dir, registry.InstallOptions{Yes: true}); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := k.Registry.Runnable("fixture")
+	if !contains(spec.Tags, "third_party") || contains(spec.Tags, "core_plugin") {
+		t.Fatalf("a self-declared core plugin must run as third_party, tags %v", spec.Tags)
+	}
+	if err := k.Plugins.Add(spec); err != nil {
+		t.Fatal(err)
+	}
+	call := func(p string) map[string]string {
+		r, err := k.Plugins.CallTool(ctx, "fixture", tool.Call{ID: "k", Tool: "fx.kernel", Args: json.RawMessage(`{"path":"` + p + `"}`)}, nil)
+		if err != nil || !r.OK {
+			t.Fatalf("%v %+v", err, r)
+		}
+		out := map[string]string{}
+		json.Unmarshal(r.Output, &out)
+		return out
+	}
+	ok := call("a.txt")
+	if ok["content"] != "visible\n" || ok["sha256"] == "" || ok["token"] == "" {
+		t.Fatalf("allowed read/capability: %v", ok)
+	}
+	denied := call(".env")
+	if denied["content"] != "" || !strings.Contains(denied["read_error"], "POLICY_DENIED") || !strings.Contains(denied["capability_error"], "POLICY_DENIED") {
+		t.Fatalf("secret read must be refused: %v", denied)
+	}
+	if len(progress) == 0 || !strings.Contains(progress[len(progress)-1], "fixture: called back") {
+		t.Fatalf("progress not relayed: %v", progress)
+	}
+	k.Audit.Flush()
+	decisions, _ := k.Audit.Recent(ctx, 10, audit.EventPolicyDecision)
+	var sawDeny bool
+	for _, d := range decisions {
+		if d.Metadata["path"] == ".env" && d.PolicyDecision == audit.DecisionDenied && d.Caller == "fixture" {
+			sawDeny = true
+		}
+	}
+	issued, _ := k.Audit.Recent(ctx, 10, audit.EventCapabilityIssued)
+	if !sawDeny || len(issued) != 1 || issued[0].CapabilityID != ok["token"] {
+		t.Fatalf("audit: deny recorded %v, capabilities %+v", sawDeny, issued)
+	}
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
