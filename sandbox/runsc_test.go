@@ -1,0 +1,53 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestRunscRuntime runs a plugin under gVisor when the engine has runsc
+// registered: the same launcher, chosen per template, with the workspace
+// still read-only and the network still absent. .ci/run registers runsc and
+// sets FLUFFY_REQUIRE_RUNSC, so in CI this cannot silently skip.
+func TestRunscRuntime(t *testing.T) {
+	needDocker(t)
+	pi, err := tenv.rt.Ping(context.Background())
+	if err != nil || !slices.Contains(pi.Runtimes, "runsc") {
+		if os.Getenv("FLUFFY_REQUIRE_RUNSC") != "" {
+			t.Fatalf("FLUFFY_REQUIRE_RUNSC is set but the engine offers runtimes %v", pi.Runtimes)
+		}
+		t.Skipf("runsc is not registered with the engine (runtimes %v)", pi.Runtimes)
+	}
+	c, err := NewContainers(context.Background(), ContainersConfig{Runtime: tenv.rt, Lease: tenv.lease,
+		OCIRuntimes: map[string]string{"code-executor": "runsc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := newSpec(t, "code-executor")
+	r := launch(t, c, spec)
+	if got := mustCall(t, r, "echo", map[string]any{"text": "under gvisor"}); got.Data != "under gvisor" {
+		t.Fatalf("echo = %+v", got)
+	}
+	if got := mustCall(t, r, "write_file", map[string]any{"path": "/workspace/main.go"}); got.OK {
+		t.Fatalf("workspace write under runsc succeeded: %+v", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(spec.Workspace, "main.go")); string(b) != "package main\n" {
+		t.Fatalf("workspace changed under runsc: %q", b)
+	}
+	if got := mustCall(t, r, "tcp", map[string]any{"addr": "1.1.1.1:443"}); got.OK {
+		t.Fatalf("network under runsc: %+v", got)
+	}
+	// The engine's own record, not ours, says which runtime ran it.
+	out, err := exec.Command("docker", "inspect", "-f", "{{.HostConfig.Runtime}}", r.launched.Status().ContainerID).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "runsc" {
+		t.Fatalf("container runs under %q, want runsc", got)
+	}
+}
