@@ -1,2 +1,18 @@
-// Package conformance owns the certification suite: spec items with stable IDs, per-kind profiles, and reports. It must not install or trust plugins itself; the registry records its results.
+// Package conformance owns the certification suite: the catalogue of spec
+// items (stable IDs, RFC 2119 levels, API versions, sources), the profiles
+// (core for every plugin; tool, provider, runtime, vcs, policy per kind),
+// the runner that executes them against a plugin binary under a private
+// supervisor with scratch directories, the reports (text, JSON, JUnit XML)
+// and the conversion of a report into the registry's certification record.
+//
+// Hostile behaviour is tested for real: the plugin runs as a plain child
+// process for the behavioural items (so a path escape or a workspace write
+// is observed, not contained) and inside its L2 container for the
+// sandbox-fitness items; "kernel disappears" is a real SIGKILL of a stub
+// kernel process (StubKernelMain). Subpackage fakes is the fake upstream
+// model server; internal/fixtures/broken the deliberately broken plugins.
+//
+// It must not install or trust plugins itself (the registry records its
+// verdict; `fluffy plugin install` decides), must not touch the user's
+// project or plugin store, and leaves nothing behind after Run.
 package conformance

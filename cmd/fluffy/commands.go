@@ -4,6 +4,7 @@ package main
 // lives in its own file named after it.
 func commands() []command {
 	return []command{
+		{name: "conformance", summary: "list the conformance catalogue; run it on a plugin (JSON/JUnit reports)", run: runConformance},
 		{name: "plugin", summary: "install, list, inspect, enable, disable and remove plugins", run: runPlugin},
 		{name: "sandbox", summary: "list (ls) and clean up (gc) plugin sandbox containers", run: runSandbox},
 		{name: "audit", summary: "inspect, verify, export the project's audit log", run: runAudit},

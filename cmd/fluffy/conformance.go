@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/conformance"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// runConformance implements `fluffy conformance list|run`.
+func runConformance(e *env, args []string) error {
+	return subcommands(e, "conformance", args, map[string]func(*env, []string) error{
+		"list": conformanceList,
+		"run":  conformanceRun,
+		// stub-kernel is internal: the throwaway kernel CORE-SHUTDOWN-002 kills.
+		"stub-kernel": func(e *env, args []string) error { return conformance.StubKernelMain(args, e.stdout) },
+	})
+}
+
+func conformanceList(e *env, args []string) error {
+	fs := newFlags("conformance list")
+	asJSON := fs.Bool("json", false, "print the catalogue as JSON")
+	profile := fs.String("profile", "", "only this profile")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("conformance list", err.Error(), "usage: fluffy conformance list [--profile P] [--json]")
+	}
+	var items []conformance.Item
+	for _, it := range conformance.Catalogue() {
+		if *profile == "" || it.Profile == *profile {
+			items = append(items, it)
+		}
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, items)
+	}
+	fmt.Fprintf(e.stdout, "fluffy conformance suite %s\n", conformance.SuiteVersion)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLEVEL\tPROFILE\tAPI\tSTATEMENT\tSOURCE")
+	for _, it := range items {
+		api := "all"
+		if len(it.APIVersions) > 0 {
+			api = ints(it.APIVersions)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", it.ID, it.Level, it.Profile, api, it.Statement, it.Source)
+	}
+	return tw.Flush()
+}
+
+// conformanceFailed makes `conformance run` exit 1 when a MUST failed.
+type conformanceFailed struct{ err *uerr.Error }
+
+func (c conformanceFailed) Error() string { return c.err.Error() }
+func (c conformanceFailed) Unwrap() error { return c.err }
+func (conformanceFailed) ExitCode() int   { return 1 }
+
+func conformanceRun(e *env, args []string) error {
+	fs := newFlags("conformance run")
+	profiles := fs.String("profile", "", "comma-separated profiles (default: core + the plugin's kind)")
+	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
+	junitOut := fs.String("junit", "", "also write the report as JUnit XML to this file")
+	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "L2 runtime for the sandbox items: docker, or none to skip them")
+	startTimeout := fs.Duration("start-timeout", 10*time.Second, "how long a plugin may take to become ready")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil || len(pos) != 1 {
+		return usageErr("conformance run", "expected exactly one plugin path", "usage: fluffy conformance run PATH [--profile core,tool] [--json FILE] [--junit FILE] [--sandbox docker|none]")
+	}
+	var ps []string
+	if *profiles != "" {
+		ps = strings.Split(*profiles, ",")
+	}
+	ctx := context.Background()
+	rep, err := certifyRun(ctx, e, pos[0], ps, *sb, *startTimeout, func(id string) {
+		if e.isTTY {
+			fmt.Fprintf(e.stderr, "  %s...\n", id)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteText(e.stdout); err != nil {
+		return err
+	}
+	for _, out := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{{*jsonOut, rep.WriteJSON}, {*junitOut, rep.WriteJUnit}} {
+		if out.path == "" {
+			continue
+		}
+		if err := writeFileAtomic(out.path, out.write); err != nil {
+			return uerr.Wrap(err, "CONFORMANCE_REPORT_WRITE", "cannot write the report to "+out.path, err.Error(), "check the directory exists and is writable")
+		}
+	}
+	recordCertification(e, rep)
+	if !rep.Passed() {
+		return conformanceFailed{uerr.New("CONFORMANCE_FAILED", fmt.Sprintf("%s failed conformance", rep.Plugin),
+			"MUST items failed: "+strings.Join(rep.FailedMUST(), ", "),
+			"fix what each FAIL line above says, rebuild, restamp the manifest's sha256 and run again")}
+	}
+	return nil
+}
+
+// recordCertification stores a run's verdict on the installed plugin with
+// the same name, version and binary hash, if there is one.
+func recordCertification(e *env, rep *conformance.Report) {
+	if rep.Plugin == "" {
+		return
+	}
+	if _, err := os.Stat(e.home); err != nil {
+		return
+	}
+	reg, closeFn, err := openRegistry(e)
+	if err != nil {
+		e.log.Debug("registry not available; certification not recorded", "error", err)
+		return
+	}
+	defer closeFn()
+	rec, err := reg.Get(rep.Plugin)
+	if err != nil || rec.Version != rep.Version || rec.SHA256 != rep.SHA256 {
+		return
+	}
+	if err := reg.SetCertification(context.Background(), rep.Plugin, rep.Version, rep.Certification()); err != nil {
+		fmt.Fprintf(e.stderr, "warning: could not record the certification: %v\n", err)
+		return
+	}
+	fmt.Fprintf(e.stdout, "certification recorded for installed %s@%s\n", rep.Plugin, rep.Version)
+}
+
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(dirOf(path), ".report-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func dirOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i+1]
+	}
+	return "."
+}
+
+var _ = json.Marshal

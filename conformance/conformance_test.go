@@ -1,0 +1,218 @@
+package conformance_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/conformance"
+	"github.com/fluffy-waffle/fluffy/pluginsdk/plugintest"
+)
+
+func run(t *testing.T, dir string, startTimeout time.Duration) *conformance.Report {
+	t.Helper()
+	rep, err := conformance.New(options(t, startTimeout)).Run(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatalf("run %s: %v", dir, err)
+	}
+	return rep
+}
+
+func dump(t *testing.T, rep *conformance.Report) string {
+	var b bytes.Buffer
+	_ = rep.WriteText(&b)
+	return b.String()
+}
+
+// Every builtin plugin and the SDK example pass their profile.
+func TestBuiltinPluginsPass(t *testing.T) {
+	for _, c := range []struct{ bin, manifest string }{
+		{bins.toolFS, "../builtin-plugins/tool-fs/plugin.yaml"},
+		{bins.wordcnt, "../pluginsdk/examples/wordcount/plugin.yaml"},
+	} {
+		t.Run(c.manifest, func(t *testing.T) {
+			rep := run(t, builtin(t, c.bin, c.manifest), 10*time.Second)
+			if !rep.Passed() {
+				t.Fatalf("MUST failures:\n%s", dump(t, rep))
+			}
+			for _, id := range []string{"CORE-HANDSHAKE-001", "CORE-SHUTDOWN-002", "TOOL-PATH-001", "TOOL-ARGS-001"} {
+				if r, _ := rep.Result(id); r.Status != conformance.Pass {
+					t.Errorf("%s: %s %s", id, r.Status, r.Message)
+				}
+			}
+			t.Logf("%s in %s", rep.Summary(), rep.Duration)
+		})
+	}
+}
+
+// Each good fixture passes its kind's profile with every item of that
+// profile really run (no skips outside the sandbox/proxy items).
+func TestGoodFixturesPass(t *testing.T) {
+	for _, name := range []string{"tool-good", "provider-good", "vcs-good", "policy-good"} {
+		t.Run(name, func(t *testing.T) {
+			rep := run(t, fixture(t, name, nil, ""), 5*time.Second)
+			if !rep.Passed() {
+				t.Fatalf("%s", dump(t, rep))
+			}
+			for _, r := range rep.Results {
+				allowed := r.ID == "PROVIDER-PROXY-001" || strings.HasPrefix(r.ID, "CORE-SANDBOX")
+				if r.Status == conformance.Skip && !allowed {
+					t.Errorf("%s skipped: %s", r.ID, r.Message)
+				}
+				if r.Status == conformance.Fail {
+					t.Errorf("%s (%s) failed: %s", r.ID, r.Level, r.Message)
+				}
+			}
+		})
+	}
+}
+
+// One broken fixture per MUST item: each fails exactly that MUST item, and
+// its message tells the author what to fix.
+func TestBrokenFixturesFailExactlyTheirItem(t *testing.T) {
+	cases := []struct {
+		name     string
+		want     string
+		edit     func(string) string
+		sum      string
+		hint     string // substring of the failure message
+		needsL2  bool
+		startMax time.Duration
+	}{
+		{name: "manifest-invalid", want: "CORE-MANIFEST-001", edit: func(y string) string { return strings.Replace(y, "version: 1.0.0", "version: one", 1) }, hint: "version"},
+		{name: "manifest-sum", want: "CORE-MANIFEST-002", sum: strings.Repeat("ab", 32), hint: "sha256"},
+		{name: "manifest-range", want: "CORE-MANIFEST-003", edit: func(y string) string { return strings.Replace(y, "api_versions: [1, 2]", "api_versions: [3]", 1) }, hint: "API"},
+		{name: "tool-badcookie", want: "CORE-HANDSHAKE-001", hint: "pluginsdk"},
+		{name: "tool-v1only", want: "CORE-HANDSHAKE-004", hint: "fix: serve every declared version"},
+		{name: "tool-rangepanic", want: "CORE-HANDSHAKE-005", hint: "panicked"},
+		{name: "tool-liar", want: "CORE-INFO-001", hint: "rebuild the plugin and its plugin.yaml together"},
+		{name: "tool-slowstart", want: "CORE-START-001", hint: "start timeout", startMax: 1500 * time.Millisecond},
+		{name: "tool-stdout", want: "CORE-STDOUT-001", hint: "never print to stdout"},
+		{name: "tool-rawlog", want: "CORE-LOG-001", hint: "pluginsdk.NewLogger"},
+		{name: "tool-unhealthy", want: "CORE-HEALTH-001", hint: "database not reachable"},
+		{name: "tool-noexit", want: "CORE-SHUTDOWN-001", hint: "return from main"},
+		{name: "tool-orphan", want: "CORE-SHUTDOWN-002", hint: "exits when the kernel's connection closes"},
+		{name: "tool-rootwrite", want: "CORE-SANDBOX-001", hint: "writable root", needsL2: true},
+		{name: "tool-schema", want: "TOOL-SCHEMA-001", hint: "fx.hidden"},
+		{name: "tool-crashargs", want: "TOOL-ARGS-001", hint: "structured error"},
+		{name: "tool-escape", want: "TOOL-PATH-001", hint: "os.Root"},
+		{name: "tool-bigout", want: "TOOL-OUTPUT-001", hint: "truncate"},
+		{name: "tool-badpatch", want: "TOOL-PATCH-001", hint: "not a unified diff"},
+		{name: "tool-wswrite", want: "TOOL-WRITE-001", hint: ".fx-cache"},
+		{name: "provider-dropdelta", want: "PROVIDER-STREAM-001", hint: "in order"},
+		{name: "provider-badtool", want: "PROVIDER-TOOLCALL-001", hint: "tool call"},
+		{name: "provider-nocancel", want: "PROVIDER-CANCEL-001", hint: "NewRequestWithContext"},
+		{name: "provider-rawerror", want: "PROVIDER-ERROR-001", hint: "*uerr.Error"},
+		{name: "vcs-nostatus", want: "VCS-STATUS-001", hint: "new.txt"},
+		{name: "vcs-nocommit", want: "VCS-COMMIT-001", hint: "Status still lists"},
+		{name: "vcs-emptymsg", want: "VCS-ERROR-001", hint: "empty message"},
+		{name: "policy-slow", want: "POLICY-LATENCY-001", hint: "budget"},
+		{name: "policy-weird", want: "POLICY-DECISION-001", hint: "maybe"},
+		{name: "policy-crash", want: "POLICY-MALFORMED-001", hint: "crashed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := c.startMax
+			if st == 0 {
+				st = 5 * time.Second
+			}
+			o := options(t, st)
+			if c.needsL2 && o.Sandbox == nil {
+				// Without Docker the item skips; options() already failed the
+				// test if FLUFFY_REQUIRE_DOCKER demanded it.
+				t.Skipf("needs the L2 sandbox: %s", o.SandboxReason)
+			}
+			rep, err := conformance.New(o).Run(context.Background(), fixture(t, c.name, c.edit, c.sum), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := rep.FailedMUST()
+			if len(failed) != 1 || failed[0] != c.want {
+				t.Fatalf("want exactly %s to fail, got %v\n%s", c.want, failed, dump(t, rep))
+			}
+			r, _ := rep.Result(c.want)
+			if !strings.Contains(r.Message, c.hint) {
+				t.Fatalf("%s message lacks %q:\n%s", c.want, c.hint, r.Message)
+			}
+		})
+	}
+}
+
+// The catalogue is well formed: unique IDs, a level, a source, and an
+// implementation behind every item.
+func TestCatalogue(t *testing.T) {
+	seen := map[string]bool{}
+	for _, it := range conformance.Catalogue() {
+		if seen[it.ID] {
+			t.Errorf("duplicate ID %s", it.ID)
+		}
+		seen[it.ID] = true
+		if it.Statement == "" || it.Source == "" || (it.Level != conformance.MUST && it.Level != conformance.SHOULD) || !conformance.KnownProfile(it.Profile) {
+			t.Errorf("incomplete item %+v", it)
+		}
+		if !strings.HasPrefix(it.ID, strings.ToUpper(it.Profile)+"-") {
+			t.Errorf("%s is not prefixed by its profile %s", it.ID, it.Profile)
+		}
+	}
+}
+
+// Reports render as JSON and JUnit that machines can read back.
+func TestReportFormats(t *testing.T) {
+	rep := run(t, fixture(t, "tool-wswrite", nil, ""), 5*time.Second)
+	var j bytes.Buffer
+	if err := rep.WriteJSON(&j); err != nil {
+		t.Fatal(err)
+	}
+	var back conformance.Report
+	if err := json.Unmarshal(j.Bytes(), &back); err != nil || len(back.Results) != len(rep.Results) || back.Passed() {
+		t.Fatalf("JSON round trip: %v", err)
+	}
+	var x bytes.Buffer
+	if err := rep.WriteJUnit(&x); err != nil {
+		t.Fatal(err)
+	}
+	var suites struct {
+		Suites []struct {
+			Name     string `xml:"name,attr"`
+			Failures int    `xml:"failures,attr"`
+			Cases    []struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(x.Bytes(), &suites); err != nil || len(suites.Suites) != 2 {
+		t.Fatalf("JUnit: %v\n%s", err, x.String())
+	}
+	found := false
+	for _, s := range suites.Suites {
+		for _, c := range s.Cases {
+			if strings.HasPrefix(c.Name, "TOOL-WRITE-001") && c.Failure != nil {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("JUnit lacks the TOOL-WRITE-001 failure:\n%s", x.String())
+	}
+	if _, err := conformance.New(conformance.Options{}).Run(context.Background(), os.TempDir(), []string{"bogus"}); err == nil {
+		t.Fatal("unknown profile accepted")
+	}
+}
+
+// Plugin authors run the same suite from their own go test.
+func TestPluginTestHelper(t *testing.T) {
+	options(t, 0) // fail here, not inside the helper, if Docker is required but missing
+	rep := plugintest.Conformance(t, "../pluginsdk/examples/wordcount", "../pluginsdk/examples/wordcount/plugin.yaml")
+	if !rep.Passed() || rep.Plugin != "wordcount" {
+		t.Fatalf("wordcount: %s", rep.Summary())
+	}
+	if r, _ := rep.Result("CORE-SHUTDOWN-002"); r.Status != conformance.Pass {
+		t.Fatalf("stub kernel not wired: %+v", r)
+	}
+}

@@ -1,0 +1,216 @@
+package conformance
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/host/registry"
+)
+
+// Status is the outcome of one item.
+type Status string
+
+const (
+	Pass Status = "pass"
+	Fail Status = "fail"
+	Skip Status = "skip"
+)
+
+// Result is one item's outcome in one run.
+type Result struct {
+	Item
+	Status Status `json:"status"`
+	// Message says what was seen; for a failure, also what to fix.
+	Message  string        `json:"message"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Report is a whole run: machine-readable, and rendered as text or JUnit.
+type Report struct {
+	SuiteVersion string    `json:"suite_version"`
+	Plugin       string    `json:"plugin"`
+	Version      string    `json:"version"`
+	Kind         string    `json:"kind"`
+	Manifest     string    `json:"manifest"`
+	SHA256       string    `json:"sha256"`
+	Profiles     []string  `json:"profiles"`
+	APIVersion   int       `json:"api_version,omitempty"` // negotiated with the full range
+	Sandbox      string    `json:"sandbox"`               // launcher used: "subprocess" or "container"
+	Started      time.Time `json:"started"`
+	// Duration of the whole run.
+	Duration time.Duration `json:"duration_ns"`
+	Results  []Result      `json:"results"`
+}
+
+// Passed is true when no MUST item failed.
+func (r *Report) Passed() bool { return len(r.FailedMUST()) == 0 }
+
+// FailedMUST lists the IDs of failed MUST items.
+func (r *Report) FailedMUST() []string {
+	var out []string
+	for _, x := range r.Results {
+		if x.Status == Fail && x.Level == MUST {
+			out = append(out, x.ID)
+		}
+	}
+	return out
+}
+
+// Result returns the result for id.
+func (r *Report) Result(id string) (Result, bool) {
+	for _, x := range r.Results {
+		if x.ID == id {
+			return x, true
+		}
+	}
+	return Result{}, false
+}
+
+// Counts returns how many items passed, failed and were skipped.
+func (r *Report) Counts() (pass, fail, skip int) {
+	for _, x := range r.Results {
+		switch x.Status {
+		case Pass:
+			pass++
+		case Fail:
+			fail++
+		case Skip:
+			skip++
+		}
+	}
+	return
+}
+
+// Summary is one line: the verdict and the counts.
+func (r *Report) Summary() string {
+	p, f, s := r.Counts()
+	verdict := "PASSED"
+	if !r.Passed() {
+		verdict = "FAILED (MUST: " + strings.Join(r.FailedMUST(), ", ") + ")"
+	}
+	return fmt.Sprintf("%s: %d passed, %d failed, %d skipped in %s", verdict, p, f, s, r.Duration.Round(time.Millisecond))
+}
+
+// WriteText renders the report for a person.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "conformance suite %s — %s@%s (%s), profiles %s, sandbox %s\n", r.SuiteVersion, r.Plugin, r.Version, r.Kind, strings.Join(r.Profiles, "+"), r.Sandbox)
+	for _, x := range r.Results {
+		mark := map[Status]string{Pass: "PASS", Fail: "FAIL", Skip: "SKIP"}[x.Status]
+		fmt.Fprintf(&b, "  %s  %-22s %-6s %s\n", mark, x.ID, x.Level, x.Statement)
+		if x.Message != "" && x.Status != Pass {
+			for _, l := range strings.Split(x.Message, "\n") {
+				fmt.Fprintf(&b, "        %s\n", l)
+			}
+		}
+	}
+	fmt.Fprintln(&b, r.Summary())
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Skipped  int         `xml:"skipped,attr"`
+	Time     string      `xml:"time,attr"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitMessage `xml:"failure,omitempty"`
+	Skipped   *junitMessage `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr,omitempty"`
+	Body    string `xml:",chardata"`
+}
+
+// WriteJUnit writes JUnit XML: one testsuite per profile, one testcase per
+// item. A failed SHOULD is reported as a failure of type SHOULD so CI shows
+// it, while the exit code only follows MUST items.
+func (r *Report) WriteJUnit(w io.Writer) error {
+	var out junitSuites
+	idx := map[string]int{}
+	for _, x := range r.Results {
+		i, ok := idx[x.Profile]
+		if !ok {
+			i = len(out.Suites)
+			idx[x.Profile] = i
+			out.Suites = append(out.Suites, junitSuite{Name: "fluffy-conformance." + x.Profile})
+		}
+		s := &out.Suites[i]
+		c := junitCase{Name: x.ID + " " + x.Statement, Classname: r.Plugin + "." + x.Profile, Time: secs(x.Duration)}
+		switch x.Status {
+		case Fail:
+			c.Failure = &junitMessage{Message: firstLine(x.Message), Type: string(x.Level), Body: x.Message}
+			s.Failures++
+		case Skip:
+			c.Skipped = &junitMessage{Message: x.Message}
+			s.Skipped++
+		default:
+			c.SystemOut = x.Message
+		}
+		s.Tests++
+		s.Cases = append(s.Cases, c)
+	}
+	for i := range out.Suites {
+		var d time.Duration
+		for _, c := range r.Results {
+			if c.Profile == strings.TrimPrefix(out.Suites[i].Name, "fluffy-conformance.") {
+				d += c.Duration
+			}
+		}
+		out.Suites[i].Time = secs(d)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Certification is the registry's record of this run.
+func (r *Report) Certification() registry.Certification {
+	return registry.Certification{
+		SuiteVersion: r.SuiteVersion, SHA256: r.SHA256, Passed: r.Passed(), Profiles: r.Profiles,
+		Failed: r.FailedMUST(), At: r.Started.UTC(), Summary: r.Summary(),
+	}
+}
