@@ -36,9 +36,9 @@ func newToolSet(logger hclog.Logger) *pluginsdk.ToolSet {
 		Version: version,
 		Logger:  logger,
 		Specs: []pluginsdk.ToolSpec{
-			{Def: tool.Def{Name: "fs.read", Summary: "Read a project file (text), optionally a line range", Parameters: json.RawMessage(schemaRead)}, Handler: fsRead},
-			{Def: tool.Def{Name: "fs.list", Summary: "List a project directory", Parameters: json.RawMessage(schemaList)}, Handler: fsList},
-			{Def: tool.Def{Name: "fs.exists", Summary: "Tell whether a project path exists and what it is", Parameters: json.RawMessage(schemaExists)}, Handler: fsExists},
+			{Def: tool.Def{Name: "fs.read", Summary: "Read a project file (text), optionally a line range", Parameters: json.RawMessage(schemaRead), OutputMode: tool.OutputFull}, Handler: fsRead},
+			{Def: tool.Def{Name: "fs.list", Summary: "List a project directory", Parameters: json.RawMessage(schemaList), OutputMode: tool.OutputFull}, Handler: fsList},
+			{Def: tool.Def{Name: "fs.exists", Summary: "Tell whether a project path exists and what it is", Parameters: json.RawMessage(schemaExists), OutputMode: tool.OutputFull}, Handler: fsExists},
 			{Def: tool.Def{Name: "fs.write", Summary: "Propose new content for a project file (delivered as a patch for review)", Parameters: json.RawMessage(schemaWrite), OutputMode: tool.OutputPatch}, Handler: fsWrite},
 		},
 	}
