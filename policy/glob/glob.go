@@ -182,6 +182,14 @@ type Path struct {
 // and "." segments are dropped; callers clean paths before (".." is the
 // caller's business).
 func ParsePath(p string) Path {
+	return ParsePathBuf(nil, p)
+}
+
+// ParsePathBuf is ParsePath storing the segments in buf[:0] (growing it
+// only when it is too small), so a caller with a stack array can split a
+// path without a heap allocation. The Path refers to buf: the caller must
+// not reuse buf while the Path is in use.
+func ParsePathBuf(buf []string, p string) Path {
 	var out Path
 	if strings.HasSuffix(p, "/") {
 		out.isDir = true
@@ -190,8 +198,10 @@ func ParsePath(p string) Path {
 	if p == "" {
 		return out
 	}
-	n := strings.Count(p, "/") + 1
-	out.segs = make([]string, 0, n)
+	if buf == nil {
+		buf = make([]string, 0, strings.Count(p, "/")+1)
+	}
+	out.segs = buf[:0]
 	for p != "" {
 		i := strings.IndexByte(p, '/')
 		var s string
@@ -205,6 +215,16 @@ func ParsePath(p string) Path {
 		}
 	}
 	return out
+}
+
+// HasSegment reports whether one of the path's segments is exactly seg.
+func (p Path) HasSegment(seg string) bool {
+	for _, s := range p.segs {
+		if s == seg {
+			return true
+		}
+	}
+	return false
 }
 
 // Empty reports whether the path has no segments (no path given).
