@@ -282,9 +282,14 @@ func (l *Log) Append(ctx context.Context, ev Event) (Record, error) {
 	} else {
 		rec.PrevHash = l.prevHash
 	}
-	val := seal(&rec, make([]byte, 0, 256))
+	// One allocation holds the key and the stored value (encoding || hash),
+	// sized exactly; neither is modified once handed to the batch.
+	kv := make([]byte, 0, len(prefixRecord)+8+encodedLen(&rec)+hashLen)
+	key := binary.BigEndian.AppendUint64(append(kv, prefixRecord...), rec.ID)
+	key = key[:len(key):len(key)]
+	val := seal(&rec, kv[len(key):len(key)])
 	l.prevHash = rec.Hash
-	b.keys = append(b.keys, recKey(rec.ID))
+	b.keys = append(b.keys, key)
 	b.vals = append(b.vals, val)
 	b.lastID, b.lastHash = rec.ID, rec.Hash
 	if b.records == 0 {
@@ -324,10 +329,15 @@ func (l *Log) lagging() *batch {
 	if l.cur.records >= l.o.MaxPending {
 		return l.cur
 	}
-	if in := l.inflight; in != nil && time.Since(in.first) >= l.o.FlushInterval {
+	in := l.inflight
+	if in == nil && l.cur.records == 0 {
+		return nil
+	}
+	now := time.Now() // one clock read for both checks
+	if in != nil && now.Sub(in.first) >= l.o.FlushInterval {
 		return in
 	}
-	if l.cur.records > 0 && time.Since(l.cur.first) >= l.o.FlushInterval {
+	if l.cur.records > 0 && now.Sub(l.cur.first) >= l.o.FlushInterval {
 		return l.cur
 	}
 	return nil
