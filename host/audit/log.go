@@ -282,12 +282,7 @@ func (l *Log) Append(ctx context.Context, ev Event) (Record, error) {
 	} else {
 		rec.PrevHash = l.prevHash
 	}
-	// One allocation holds the key and the stored value (encoding || hash),
-	// sized exactly; neither is modified once handed to the batch.
-	kv := make([]byte, 0, len(prefixRecord)+8+encodedLen(&rec)+hashLen)
-	key := binary.BigEndian.AppendUint64(append(kv, prefixRecord...), rec.ID)
-	key = key[:len(key):len(key)]
-	val := seal(&rec, kv[len(key):len(key)])
+	key, val := sealWithKey(&rec)
 	l.prevHash = rec.Hash
 	b.keys = append(b.keys, key)
 	b.vals = append(b.vals, val)
@@ -524,6 +519,16 @@ const (
 
 func recKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(prefixRecord)+8), prefixRecord...), id)
+}
+
+// sealWithKey seals r (see seal) and returns its badger key and stored
+// value, carved out of one allocation of the exact size; neither is
+// modified once handed to a batch.
+func sealWithKey(r *Record) (key, val []byte) {
+	kv := make([]byte, 0, len(prefixRecord)+8+encodedLen(r)+hashLen)
+	key = binary.BigEndian.AppendUint64(append(kv, prefixRecord...), r.ID)
+	key = key[:len(key):len(key)]
+	return key, seal(r, kv[len(key):len(key)])
 }
 
 func segKey(id uint64) []byte {
