@@ -194,25 +194,25 @@ func ParsePathBuf(buf []string, p string) Path {
 	if strings.HasSuffix(p, "/") {
 		out.isDir = true
 	}
-	p = strings.Trim(p, "/")
-	if p == "" {
-		return out
-	}
 	if buf == nil {
-		buf = make([]string, 0, strings.Count(p, "/")+1)
-	}
-	out.segs = buf[:0]
-	for p != "" {
-		i := strings.IndexByte(p, '/')
-		var s string
-		if i < 0 {
-			s, p = p, ""
-		} else {
-			s, p = p[:i], p[i+1:]
+		t := strings.Trim(p, "/")
+		if t == "" {
+			return out
 		}
-		if s != "" && s != "." {
+		buf = make([]string, 0, strings.Count(t, "/")+1)
+	}
+	// One byte loop: splitting at every '/' and dropping "" and "."
+	// segments is what trimming the slashes and then splitting did.
+	out.segs = buf[:0]
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		if s := p[start:i]; s != "" && s != "." {
 			out.segs = append(out.segs, s)
 		}
+		start = i + 1
 	}
 	return out
 }
