@@ -102,3 +102,29 @@ func BenchmarkLoadDefault(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTokenFastPathParallel: every goroutine uses its own token (as
+// plugin instances do), so only the engine and the token store are shared.
+func BenchmarkTokenFastPathParallel(b *testing.B) {
+	e := NewEngine(benchPolicy(b, 100, true), Options{Clock: fixedClock(testT0)})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		tok, err := e.Tokens().Issue(token.Binding{Instance: "tool-fs#1", PID: 4242, ContainerID: "ctr-1"},
+			token.Scope{Syscall: "fs.write", Paths: []string{"src/**"}, MaxOps: 1 << 62, TTL: 1 << 62}, testT0)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		req := benchReq
+		use := token.Use{ID: tok.ID}
+		req.Token = &use
+		for pb.Next() {
+			use.Nonce++
+			if r := e.Evaluate(ctx, req); !r.ByToken {
+				b.Errorf("%+v", r)
+				return
+			}
+		}
+	})
+}

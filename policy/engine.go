@@ -175,24 +175,28 @@ func (c *collector) add(ev RuleEval) {
 	}
 }
 
+// pathSegs is how many path segments the engine splits without a heap
+// allocation; deeper paths still work, with one allocation.
+const pathSegs = 16
+
 func (e *Engine) evaluate(ctx context.Context, pol *Policy, req *Request, o evalOpts) Result {
 	now := e.clock() // the one time snapshot of this evaluation (case 22)
-	p := prepare(req)
+	// The path is split and validated once, into a stack buffer, and that
+	// one split serves the built-ins, the token scope and the YAML rules.
+	var segBuf [pathSegs]string
+	p := prepareBuf(req, segBuf[:0])
 	var c collector
 	var trace []RuleEval
-	add := func(ev RuleEval) {
-		c.add(ev)
-		if o.trace {
-			trace = append(trace, ev)
-		}
-	}
 	res := Result{At: now}
 
 	// Phase 0: built-in rules, always, on every path.
 	for i := range e.builtins {
 		b := &e.builtins[i]
 		a, why := b.eval(&p)
-		add(RuleEval{Rule: b.name, Layer: LayerBuiltin, Matched: a != Pass, Action: a, Reason: why})
+		if a == Pass && !o.trace {
+			continue // an abstention changes nothing outside a trace
+		}
+		record(&c, &trace, o.trace, RuleEval{Rule: b.name, Layer: LayerBuiltin, Matched: a != Pass, Action: a, Reason: why})
 		if c.deny != nil && !o.trace {
 			return e.finish(pol, res, &c, trace)
 		}
@@ -217,8 +221,13 @@ func (e *Engine) evaluate(ctx context.Context, pol *Policy, req *Request, o eval
 				trace = append(trace, ev)
 			}
 			if c.reviews.len() == 0 {
-				c.allows = evList{}
-				c.allows.add(ev)
+				// What finish returns for a lone allow (no deny, no review:
+				// Decision Allow is never turned into a would-deny), built
+				// directly.
+				res.Trace = trace
+				res.Decision, res.Enforced = Allow, Allow
+				res.Deciding = []RuleEval{ev}
+				return res
 			}
 			return e.finish(pol, res, &c, trace)
 		}
@@ -227,7 +236,7 @@ func (e *Engine) evaluate(ctx context.Context, pol *Policy, req *Request, o eval
 
 	// Slow path: YAML rules indexed by syscall.
 	for _, r := range pol.index.lookup(req.Syscall) {
-		add(r.eval(&p))
+		record(&c, &trace, o.trace, r.eval(&p))
 		if c.deny != nil && !o.trace {
 			return e.finish(pol, res, &c, trace)
 		}
@@ -239,13 +248,21 @@ func (e *Engine) evaluate(ctx context.Context, pol *Policy, req *Request, o eval
 	// Extension rules, each within its deadline.
 	if o.exts {
 		for _, s := range e.exts {
-			add(e.callExtension(ctx, s, req))
+			record(&c, &trace, o.trace, e.callExtension(ctx, s, req))
 			if c.deny != nil {
 				return e.finish(pol, res, &c, trace)
 			}
 		}
 	}
 	return e.finish(pol, res, &c, trace)
+}
+
+// record adds ev to the collector and, when tracing, to the trace.
+func record(c *collector, trace *[]RuleEval, tracing bool, ev RuleEval) {
+	c.add(ev)
+	if tracing {
+		*trace = append(*trace, ev)
+	}
 }
 
 // finish turns the collected verdicts into a Result.

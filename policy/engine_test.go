@@ -505,3 +505,28 @@ func noSource(evs []RuleEval) []RuleEval {
 	}
 	return out
 }
+
+// TestDeepPathBeyondStackBuffer: the engine splits paths into a stack buffer
+// of pathSegs segments; deeper paths must be judged exactly the same.
+func TestDeepPathBeyondStackBuffer(t *testing.T) {
+	p, err := Load("deep.yaml", []byte("capabilities:\n  - { name: allow-src, match: { syscall: fs.write, path_glob: [\"src/**\"] }, action: allow }\n  - { name: no-secret, match: { syscall: fs.write, path_glob: [\"**/secret.txt\"] }, action: deny }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(p, Options{Clock: fixedClock(testT0)})
+	deep := "src/" + strings.Repeat("d/", 3*pathSegs)
+	cases := []struct {
+		path string
+		want Action
+	}{
+		{deep + "ok.go", Allow},
+		{deep + "secret.txt", Deny},
+		{deep + "../../x.go", Deny},
+		{strings.Repeat("x/", 3*pathSegs) + "y", Deny},
+	}
+	for _, c := range cases {
+		if r := e.Evaluate(context.Background(), Request{Syscall: "fs.write", Path: c.path}); r.Decision != c.want {
+			t.Errorf("%s: %v (%v), want %v", c.path, r.Decision, r.Reasons, c.want)
+		}
+	}
+}

@@ -207,22 +207,32 @@ type prepared struct {
 	host     string
 }
 
-func prepare(r *Request) prepared {
-	p := prepared{req: r, host: strings.TrimSuffix(strings.ToLower(r.Host), ".")}
+func prepare(r *Request) prepared { return prepareBuf(r, nil) }
+
+// prepareBuf is prepare storing the path's segments in buf (see
+// glob.ParsePathBuf): the engine passes a stack array so that evaluating a
+// request does not allocate.
+func prepareBuf(r *Request, buf []string) prepared {
+	p := prepared{req: r}
+	if r.Host != "" {
+		p.host = strings.TrimSuffix(strings.ToLower(r.Host), ".")
+	}
 	if r.Path == "" {
 		return p
 	}
 	switch {
-	case strings.HasPrefix(r.Path, "/"):
+	case r.Path[0] == '/':
 		p.badWhy = "absolute path; policy paths are project-relative"
-	case strings.ContainsAny(r.Path, "\\\x00"):
+	case hasBackslashOrNUL(r.Path):
 		p.badWhy = "path contains a backslash or NUL byte"
 	}
 	if p.badWhy == "" {
-		if hasDotDot(r.Path) {
+		// Splitting keeps every ".." segment (only "" and "." are dropped),
+		// so this is hasDotDot(r.Path) without a second pass.
+		if path := glob.ParsePathBuf(buf, r.Path); path.HasSegment("..") {
 			p.badWhy = "path leaves the project (..)"
 		} else {
-			p.path = glob.ParsePath(r.Path)
+			p.path = path
 		}
 	}
 	if p.badWhy == "" && p.path.Empty() {
@@ -233,17 +243,11 @@ func prepare(r *Request) prepared {
 	return p
 }
 
-// hasDotDot reports whether a slash-separated path has a ".." segment.
-func hasDotDot(s string) bool {
-	for s != "" {
-		i := strings.IndexByte(s, '/')
-		seg := s
-		if i >= 0 {
-			seg, s = s[:i], s[i+1:]
-		} else {
-			s = ""
-		}
-		if seg == ".." {
+// hasBackslashOrNUL is strings.ContainsAny(s, "\\\x00") in one pass
+// without building a set (paths are short; this runs on every request).
+func hasBackslashOrNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == 0 {
 			return true
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -46,31 +46,61 @@ const (
 	hashLen    = 32
 )
 
+// recordStrings are r's string fields in encoding order.
+func recordStrings(r *Record) [14]string {
+	return [...]string{string(r.EventType), r.SyscallType, r.ToolName, r.Caller, r.SessionID,
+		r.SessionMode, r.StateMachineState, r.PolicyDecision, r.PolicyRuleName, r.CapabilityID,
+		r.DenyReason, r.InputSummary, r.OutputSummary, r.SandboxID}
+}
+
 // appendEncoding appends r's canonical encoding (see the package doc) to b.
 func appendEncoding(b []byte, r *Record) []byte {
 	b = append(b, encVersion)
 	b = binary.BigEndian.AppendUint64(b, r.ID)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Timestamp))
 	b = append(b, r.PrevHash[:]...)
-	for _, s := range [...]string{string(r.EventType), r.SyscallType, r.ToolName, r.Caller, r.SessionID,
-		r.SessionMode, r.StateMachineState, r.PolicyDecision, r.PolicyRuleName, r.CapabilityID,
-		r.DenyReason, r.InputSummary, r.OutputSummary, r.SandboxID} {
+	for _, s := range recordStrings(r) {
 		b = appendString(b, s)
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(r.DurationMS))
 	b = binary.AppendUvarint(b, uint64(len(r.Metadata)))
 	if len(r.Metadata) > 0 {
-		keys := make([]string, 0, len(r.Metadata))
+		// Records carry a handful of metadata keys: sort them in a stack
+		// buffer (slices.Sort orders strings exactly as sort.Strings).
+		var kb [8]string
+		keys := kb[:0]
 		for k := range r.Metadata {
 			keys = append(keys, k)
 		}
-		sort.Strings(keys)
+		slices.Sort(keys)
 		for _, k := range keys {
 			b = appendString(b, k)
 			b = appendString(b, r.Metadata[k])
 		}
 	}
 	return b
+}
+
+// encodedLen is len(appendEncoding(nil, r)), computed without encoding, so
+// that Append allocates a record's stored bytes once, at their exact size.
+func encodedLen(r *Record) int {
+	n := hdrLen + 8 + uvarintLen(uint64(len(r.Metadata)))
+	for _, s := range recordStrings(r) {
+		n += uvarintLen(uint64(len(s))) + len(s)
+	}
+	for k, v := range r.Metadata {
+		n += uvarintLen(uint64(len(k))) + len(k) + uvarintLen(uint64(len(v))) + len(v)
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
 }
 
 func appendString(b []byte, s string) []byte {

@@ -282,9 +282,9 @@ func (l *Log) Append(ctx context.Context, ev Event) (Record, error) {
 	} else {
 		rec.PrevHash = l.prevHash
 	}
-	val := seal(&rec, make([]byte, 0, 256))
+	key, val := sealWithKey(&rec)
 	l.prevHash = rec.Hash
-	b.keys = append(b.keys, recKey(rec.ID))
+	b.keys = append(b.keys, key)
 	b.vals = append(b.vals, val)
 	b.lastID, b.lastHash = rec.ID, rec.Hash
 	if b.records == 0 {
@@ -324,10 +324,15 @@ func (l *Log) lagging() *batch {
 	if l.cur.records >= l.o.MaxPending {
 		return l.cur
 	}
-	if in := l.inflight; in != nil && time.Since(in.first) >= l.o.FlushInterval {
+	in := l.inflight
+	if in == nil && l.cur.records == 0 {
+		return nil
+	}
+	now := time.Now() // one clock read for both checks
+	if in != nil && now.Sub(in.first) >= l.o.FlushInterval {
 		return in
 	}
-	if l.cur.records > 0 && time.Since(l.cur.first) >= l.o.FlushInterval {
+	if l.cur.records > 0 && now.Sub(l.cur.first) >= l.o.FlushInterval {
 		return l.cur
 	}
 	return nil
@@ -514,6 +519,16 @@ const (
 
 func recKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(prefixRecord)+8), prefixRecord...), id)
+}
+
+// sealWithKey seals r (see seal) and returns its badger key and stored
+// value, carved out of one allocation of the exact size; neither is
+// modified once handed to a batch.
+func sealWithKey(r *Record) (key, val []byte) {
+	kv := make([]byte, 0, len(prefixRecord)+8+encodedLen(r)+hashLen)
+	key = binary.BigEndian.AppendUint64(append(kv, prefixRecord...), r.ID)
+	key = key[:len(key):len(key)]
+	return key, seal(r, kv[len(key):len(key)])
 }
 
 func segKey(id uint64) []byte {

@@ -62,6 +62,11 @@ type Pattern struct {
 	segs    []segment
 	full    []segment // segs with a trailing "**" made "at least one"
 	anc     []segment // full + "one or more": matches an ancestor directory
+	// lits is set for the common shape "a/b/c" or "a/b/**" (anchored,
+	// literal segments, optionally one trailing "**", not dir-only): Match
+	// then compares a prefix instead of running seqMatch twice.
+	lits     []string
+	litsMore bool // the trailing "**": at least one more segment needed
 }
 
 // String returns the pattern as written.
@@ -141,7 +146,31 @@ func Compile(raw string) (*Pattern, error) {
 		p.full = append(p.full[:n-1], segment{kind: segAny}, segment{kind: segDoubleStar})
 	}
 	p.anc = append(append([]segment(nil), p.full...), segment{kind: segAny}, segment{kind: segDoubleStar})
+	p.lits, p.litsMore = literalPrefix(p)
 	return p, nil
+}
+
+// literalPrefix recognizes the shapes Match can answer by prefix comparison
+// (see Pattern.lits); it returns nil for every other pattern.
+func literalPrefix(p *Pattern) ([]string, bool) {
+	if p.dirOnly {
+		return nil, false
+	}
+	segs, more := p.segs, false
+	if n := len(segs); n > 0 && segs[n-1].kind == segDoubleStar {
+		segs, more = segs[:n-1], true
+	}
+	if len(segs) == 0 {
+		return nil, false
+	}
+	lits := make([]string, len(segs))
+	for i, s := range segs {
+		if s.kind != segLiteral {
+			return nil, false
+		}
+		lits[i] = s.text
+	}
+	return lits, more
 }
 
 // seqMatch is the classic wildcard algorithm over segments: "**" is a star
@@ -182,29 +211,52 @@ type Path struct {
 // and "." segments are dropped; callers clean paths before (".." is the
 // caller's business).
 func ParsePath(p string) Path {
+	return ParsePathBuf(nil, p)
+}
+
+// ParsePathBuf is ParsePath storing the segments in buf[:0] (growing it
+// only when it is too small), so a caller with a stack array can split a
+// path without a heap allocation. The Path refers to buf: the caller must
+// not reuse buf while the Path is in use.
+func ParsePathBuf(buf []string, p string) Path {
 	var out Path
 	if strings.HasSuffix(p, "/") {
 		out.isDir = true
 	}
-	p = strings.Trim(p, "/")
-	if p == "" {
-		return out
-	}
-	n := strings.Count(p, "/") + 1
-	out.segs = make([]string, 0, n)
-	for p != "" {
-		i := strings.IndexByte(p, '/')
-		var s string
-		if i < 0 {
-			s, p = p, ""
-		} else {
-			s, p = p[:i], p[i+1:]
+	if buf == nil {
+		t := strings.Trim(p, "/")
+		if t == "" {
+			return out
 		}
-		if s != "" && s != "." {
+		buf = make([]string, 0, strings.Count(t, "/")+1)
+	}
+	// One byte loop: splitting at every '/' and dropping "" and "."
+	// segments is what trimming the slashes and then splitting did.
+	out.segs = buf[:0]
+	start := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		if s := p[start:i]; s != "" && s != "." {
 			out.segs = append(out.segs, s)
 		}
+		start = i + 1
+	}
+	if s := p[start:]; s != "" && s != "." {
+		out.segs = append(out.segs, s)
 	}
 	return out
+}
+
+// HasSegment reports whether one of the path's segments is exactly seg.
+func (p Path) HasSegment(seg string) bool {
+	for _, s := range p.segs {
+		if s == seg {
+			return true
+		}
+	}
+	return false
 }
 
 // Empty reports whether the path has no segments (no path given).
@@ -236,6 +288,20 @@ func (p *Pattern) Match(pth Path) bool {
 	segs := pth.segs
 	if len(segs) == 0 {
 		return false
+	}
+	if p.lits != nil {
+		// "a/b" matches a/b and everything below it (full, then anc);
+		// "a/b/**" matches everything strictly below a/b.
+		n := len(p.lits)
+		if len(segs) < n || (p.litsMore && len(segs) == n) {
+			return false
+		}
+		for i, l := range p.lits {
+			if segs[i] != l {
+				return false
+			}
+		}
+		return true
 	}
 	if len(p.segs) == 2 && p.segs[0].kind == segDoubleStar && p.segs[1].kind != segDoubleStar {
 		// The common "name at any depth" pattern: one pass, no recursion.

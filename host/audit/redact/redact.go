@@ -27,11 +27,17 @@ type rule struct {
 type Redactor struct {
 	rules    []rule
 	triggers []string
+	// pairs is a bitmap of the triggers' first two bytes and byFirst groups
+	// the triggers by their first byte, so that one pass over the text
+	// finds whether any trigger occurs (instead of one strings.Contains
+	// pass per trigger). Every trigger is at least two bytes long.
+	pairs   [1 << 16 / 64]uint64
+	byFirst [256][]string
 }
 
 // New compiles the patterns.
 func New() *Redactor {
-	return &Redactor{
+	r := &Redactor{
 		rules: []rule{
 			{regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|$)`), "[REDACTED PRIVATE KEY]"},
 			{regexp.MustCompile(`sk-ant-[A-Za-z0-9_\-]{6,}`), "sk-ant-" + Marker},
@@ -45,18 +51,36 @@ func New() *Redactor {
 		// Cheap substring checks: text holding none of them skips the regexps.
 		triggers: []string{"PRIVATE KEY", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "xox", "earer", "EARER"},
 	}
+	for _, t := range r.triggers {
+		pair := uint16(t[0])<<8 | uint16(t[1])
+		r.pairs[pair/64] |= 1 << (pair % 64)
+		r.byFirst[t[0]] = append(r.byFirst[t[0]], t)
+	}
+	return r
+}
+
+// mayHoldSecret reports whether s contains one of the triggers: exactly
+// the same answer as a strings.Contains per trigger, in a single pass
+// (a trigger occurs at i only if s[i] is its first byte).
+func (r *Redactor) mayHoldSecret(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		pair := uint16(s[i])<<8 | uint16(s[i+1])
+		if r.pairs[pair/64]&(1<<(pair%64)) == 0 {
+			continue // no trigger starts with these two bytes
+		}
+		rest := s[i:]
+		for _, t := range r.byFirst[s[i]] {
+			if strings.HasPrefix(rest, t) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Redact returns s with every secret replaced.
 func (r *Redactor) Redact(s string) string {
-	hit := false
-	for _, t := range r.triggers {
-		if strings.Contains(s, t) {
-			hit = true
-			break
-		}
-	}
-	if !hit {
+	if !r.mayHoldSecret(s) {
 		return s
 	}
 	for _, ru := range r.rules {
