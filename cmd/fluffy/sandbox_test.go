@@ -116,7 +116,7 @@ func TestKilledCLILeavesNoSandboxBehind(t *testing.T) {
 
 func containerListed(c *cli) bool {
 	out, _, code := c.run("sandbox", "ls")
-	return code == 0 && strings.Contains(out, "fixture") && strings.Contains(out, "container")
+	return code == 0 && strings.Contains(out, "fixture") && strings.Contains(out, " running ")
 }
 
 func mustLs(c *cli) string {

@@ -26,8 +26,11 @@ const EnvExitWhenOrphaned = "FLUFFY_EXIT_WHEN_ORPHANED"
 const OrphanGrace = 500 * time.Millisecond
 
 // FirstConnTimeout bounds how long a sandboxed plugin waits for the kernel to
-// connect after the handshake before it gives up and exits.
-const FirstConnTimeout = 60 * time.Second
+// connect after the handshake before it gives up and exits. The kernel dials
+// within milliseconds of the handshake line; a plugin whose container came
+// up after its kernel died (a start racing a SIGKILL) must still be gone
+// within the 5 s the design allows.
+const FirstConnTimeout = 4 * time.Second
 
 // GuestGRPCServer returns a go-plugin ServeConfig.GRPCServer function. When
 // EnvExitWhenOrphaned is set it tracks the kernel's connections and calls

@@ -78,9 +78,20 @@ func (r *Redactor) mayHoldSecret(s string) bool {
 	return false
 }
 
+// hasBearer reports a case-insensitive "bearer" in s: the bearer rule is
+// case-insensitive, so its pre-check must be too ("BeArEr x" is a token).
+func hasBearer(s string) bool {
+	for i := 0; i+6 <= len(s); i++ {
+		if (s[i] == 'b' || s[i] == 'B') && strings.EqualFold(s[i:i+6], "bearer") {
+			return true
+		}
+	}
+	return false
+}
+
 // Redact returns s with every secret replaced.
 func (r *Redactor) Redact(s string) string {
-	if !r.mayHoldSecret(s) {
+	if !r.mayHoldSecret(s) && !hasBearer(s) {
 		return s
 	}
 	for _, ru := range r.rules {

@@ -19,6 +19,7 @@ func TestRedact(t *testing.T) {
 		{"aws", "AKIAIOSFODNN7EXAMPLE is the id", []string{"IOSFODNN7EXAMPLE"}, []string{"AKIA" + Marker, "is the id"}},
 		{"bearer", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", []string{"eyJhbGci"}, []string{"Bearer " + Marker}},
 		{"bearer lower", "bearer abcdefgh12345678", []string{"abcdefgh12345678"}, []string{"bearer " + Marker}},
+		{"bearer mixed case", "Authorization: BeArEr abcdefgh12345678", []string{"abcdefgh12345678"}, []string{"BeArEr " + Marker}},
 		{"pem", "x\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nAAAA\n-----END RSA PRIVATE KEY-----\ny", []string{"MIIEow", "AAAA"}, []string{"x\n[REDACTED PRIVATE KEY]\ny"}},
 		{"pem cut off", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1r", []string{"b3BlbnNzaC1r"}, []string{"[REDACTED PRIVATE KEY]"}},
 		{"plain text untouched", "ask-me about the sky- and risk-free things", nil, []string{"ask-me about the sky- and risk-free things"}},
