@@ -130,6 +130,12 @@ func (r *Runner) Run(ctx context.Context, path string, profiles []string) (*Repo
 	if r.opts.Sandbox != nil {
 		rep.Sandbox = "subprocess + container"
 	}
+	if a, ok := p.adapterL.(adapterLauncher); ok {
+		rep.Sandbox = "adapter jail (bubblewrap)"
+		if jailed, why := a.jail.Jailed(); !jailed {
+			rep.Sandbox = fmt.Sprintf("adapter subprocess, NOT jailed (%v)", why)
+		}
+	}
 	if p.m != nil {
 		rep.Plugin, rep.Version, rep.Kind, rep.SHA256 = p.m.Name, p.m.Version, p.m.Kind, p.m.SHA256
 		if sum, err := manifests.FileSHA256(p.m.EntryPath()); err == nil {
