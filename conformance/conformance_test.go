@@ -31,19 +31,32 @@ func dump(t *testing.T, rep *conformance.Report) string {
 
 // Every builtin plugin and the SDK example pass their profile.
 func TestBuiltinPluginsPass(t *testing.T) {
-	for _, c := range []struct{ bin, manifest string }{
-		{bins.toolFS, "../builtin-plugins/tool-fs/plugin.yaml"},
-		{bins.wordcnt, "../pluginsdk/examples/wordcount/plugin.yaml"},
+	for _, c := range []struct {
+		bin      func() string
+		manifest string
+		docker   bool
+		mustPass []string
+	}{
+		{func() string { return bins.toolFS }, "../builtin-plugins/tool-fs/plugin.yaml", false, []string{"TOOL-PATH-001", "TOOL-ARGS-001"}},
+		{func() string { return bins.wordcnt }, "../pluginsdk/examples/wordcount/plugin.yaml", false, []string{"TOOL-PATH-001", "TOOL-ARGS-001"}},
+		{func() string { return bins.adapter }, "../builtin-plugins/runtime-docker/plugin.yaml", true,
+			[]string{"CORE-INFO-001", "CORE-STDOUT-001", "CORE-LOG-001", "CORE-HEALTH-001", "CORE-SHUTDOWN-001", "CORE-HANDSHAKE-004", "CORE-HANDSHAKE-005",
+				"RUNTIME-LIFECYCLE-001", "RUNTIME-LIMITS-001", "RUNTIME-LABELS-001", "RUNTIME-CLEANUP-001"}},
 	} {
 		t.Run(c.manifest, func(t *testing.T) {
-			rep := run(t, builtin(t, c.bin, c.manifest), 10*time.Second)
+			if c.docker {
+				needDocker(t)
+			}
+			rep := run(t, builtin(t, c.bin(), c.manifest), 10*time.Second)
 			if !rep.Passed() {
 				t.Fatalf("MUST failures:\n%s", dump(t, rep))
 			}
-			for _, id := range []string{"CORE-HANDSHAKE-001", "CORE-SHUTDOWN-002", "TOOL-PATH-001", "TOOL-ARGS-001"} {
-				if r, _ := rep.Result(id); r.Status != conformance.Pass {
+			for _, id := range append([]string{"CORE-HANDSHAKE-001", "CORE-SHUTDOWN-002"}, c.mustPass...) {
+				r, _ := rep.Result(id)
+				if r.Status != conformance.Pass {
 					t.Errorf("%s: %s %s", id, r.Status, r.Message)
 				}
+				t.Logf("%s: %s", id, r.Message)
 			}
 			t.Logf("%s in %s", rep.Summary(), rep.Duration)
 		})
@@ -53,8 +66,11 @@ func TestBuiltinPluginsPass(t *testing.T) {
 // Each good fixture passes its kind's profile with every item of that
 // profile really run (no skips outside the sandbox/proxy items).
 func TestGoodFixturesPass(t *testing.T) {
-	for _, name := range []string{"tool-good", "provider-good", "vcs-good", "policy-good"} {
+	for _, name := range []string{"tool-good", "provider-good", "vcs-good", "policy-good", "runtime-good"} {
 		t.Run(name, func(t *testing.T) {
+			if strings.HasPrefix(name, "runtime-") {
+				needDocker(t)
+			}
 			rep := run(t, fixture(t, name, nil, ""), 5*time.Second)
 			if !rep.Passed() {
 				t.Fatalf("%s", dump(t, rep))
@@ -68,6 +84,7 @@ func TestGoodFixturesPass(t *testing.T) {
 					t.Errorf("%s (%s) failed: %s", r.ID, r.Level, r.Message)
 				}
 			}
+			t.Logf("%s in %s\n%s", rep.Summary(), rep.Duration, dump(t, rep))
 		})
 	}
 }
@@ -76,13 +93,15 @@ func TestGoodFixturesPass(t *testing.T) {
 // its message tells the author what to fix.
 func TestBrokenFixturesFailExactlyTheirItem(t *testing.T) {
 	cases := []struct {
-		name     string
-		want     string
-		edit     func(string) string
-		sum      string
-		hint     string // substring of the failure message
-		needsL2  bool
-		startMax time.Duration
+		name    string
+		want    string
+		edit    func(string) string
+		sum     string
+		hint    string // substring of the failure message
+		needsL2 bool
+		// needsDocker: a runtime adapter fixture, run against the engine.
+		needsDocker bool
+		startMax    time.Duration
 	}{
 		{name: "manifest-invalid", want: "CORE-MANIFEST-001", edit: func(y string) string { return strings.Replace(y, "version: 1.0.0", "version: one", 1) }, hint: "version"},
 		{name: "manifest-sum", want: "CORE-MANIFEST-002", sum: strings.Repeat("ab", 32), hint: "sha256"},
@@ -114,12 +133,19 @@ func TestBrokenFixturesFailExactlyTheirItem(t *testing.T) {
 		{name: "policy-slow", want: "POLICY-LATENCY-001", hint: "budget"},
 		{name: "policy-weird", want: "POLICY-DECISION-001", hint: "maybe"},
 		{name: "policy-crash", want: "POLICY-MALFORMED-001", hint: "crashed"},
+		{name: "runtime-nolabels", want: "RUNTIME-LABELS-001", hint: "pass Spec.Labels to the engine", needsDocker: true},
+		{name: "runtime-remove2", want: "RUNTIME-LIFECYCLE-001", hint: "second Remove", needsDocker: true},
+		{name: "runtime-nolimits", want: "RUNTIME-LIMITS-001", hint: "Spec.MemoryBytes", needsDocker: true},
+		{name: "runtime-leakvol", want: "RUNTIME-CLEANUP-001", hint: "RemoveVolumes", needsDocker: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st := c.startMax
 			if st == 0 {
 				st = 5 * time.Second
+			}
+			if c.needsDocker {
+				needDocker(t)
 			}
 			o := options(t, st)
 			if c.needsL2 && o.Sandbox == nil {
@@ -139,6 +165,7 @@ func TestBrokenFixturesFailExactlyTheirItem(t *testing.T) {
 			if !strings.Contains(r.Message, c.hint) {
 				t.Fatalf("%s message lacks %q:\n%s", c.want, c.hint, r.Message)
 			}
+			t.Logf("%s: %s", c.want, r.Message)
 		})
 	}
 }

@@ -182,7 +182,7 @@ func checkEachVersion(ctx context.Context, p *probe) outcome {
 }
 
 func (p *probe) tryVersion(ctx context.Context, v int) error {
-	c, _, err := p.rawStart(ctx, p.r.opts.Launcher, []int{v}, nil)
+	c, _, err := p.rawStart(ctx, p.launcher(), []int{v}, nil)
 	if err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func checkOutsideRange(ctx context.Context, p *probe) outcome {
 	if o, stop := p.blocked(); stop {
 		return o
 	}
-	c, cap, err := p.rawStart(ctx, p.r.opts.Launcher, []int{outsideVersion}, nil)
+	c, cap, err := p.rawStart(ctx, p.launcher(), []int{outsideVersion}, nil)
 	if err != nil {
 		return fail("could not launch: %v", err)
 	}
@@ -347,7 +347,7 @@ func checkShutdownAsked(ctx context.Context, p *probe) outcome {
 	if o, stop := p.blocked(); stop {
 		return o
 	}
-	c, _, err := p.rawStart(ctx, p.r.opts.Launcher, base.SupportedAPIVersions(), nil)
+	c, _, err := p.rawStart(ctx, p.launcher(), base.SupportedAPIVersions(), nil)
 	if err != nil {
 		return fail("could not launch: %v", err)
 	}

@@ -8,7 +8,11 @@
 // Hostile behaviour is tested for real: the plugin runs as a plain child
 // process for the behavioural items (so a path escape or a workspace write
 // is observed, not contained) and inside its L2 container for the
-// sandbox-fitness items; "kernel disappears" is a real SIGKILL of a stub
+// sandbox-fitness items; runtime adapters run in the kernel's adapter jail
+// (bubblewrap with only the engine socket) and the runtime profile drives
+// real containers from the L2 base image through them, checking each by the
+// engine's own view (the suite's own Docker client, which also removes
+// everything the run created, even when an item fails); "kernel disappears" is a real SIGKILL of a stub
 // kernel process (StubKernelMain). Subpackage fakes is the fake upstream
 // model server; internal/fixtures/broken the deliberately broken plugins.
 //

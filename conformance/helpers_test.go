@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/conformance"
 	"github.com/fluffy-waffle/fluffy/manifests"
+	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
 // Binaries are built once per test process (TestMain) and copied under each
@@ -23,6 +24,7 @@ var bins struct {
 	toolFS   string
 	wordcnt  string
 	adapter  string
+	stub     string
 	buildErr error
 }
 
@@ -52,6 +54,8 @@ func TestMain(m *testing.M) {
 	bins.broken = build("./internal/fixtures/broken", "broken")
 	bins.toolFS = build("../builtin-plugins/tool-fs", "tool-fs")
 	bins.wordcnt = build("../pluginsdk/examples/wordcount", "wordcount")
+	// Static, so the runtime profile can also run it inside its containers.
+	bins.stub = build("./cmd/stubkernel", "stubkernel")
 	if _, err := exec.LookPath("docker"); err == nil {
 		bins.adapter = build("../builtin-plugins/runtime-docker", "runtime-docker")
 	}
@@ -80,7 +84,7 @@ func options(t testing.TB, startTimeout time.Duration) conformance.Options {
 	if bins.buildErr != nil {
 		t.Fatal(bins.buildErr)
 	}
-	o := conformance.Options{StubKernel: []string{os.Args[0], "stub-kernel"}, StartTimeout: startTimeout}
+	o := conformance.Options{StubKernel: []string{bins.stub}, StartTimeout: startTimeout}
 	l2.once.Do(func() {
 		getenv := func(k string) string {
 			if k == "FLUFFY_RUNTIME_ADAPTER" && bins.adapter != "" {
@@ -106,6 +110,26 @@ func options(t testing.TB, startTimeout time.Duration) conformance.Options {
 		}
 	}
 	return o
+}
+
+// needDocker skips a test that needs the Docker engine and the
+// runtime-docker build when they are absent, and fails it instead when
+// FLUFFY_REQUIRE_DOCKER is set.
+func needDocker(t testing.TB) {
+	t.Helper()
+	reason := ""
+	if bins.adapter == "" {
+		reason = "the docker CLI is not installed (runtime-docker was not built)"
+	} else if _, err := os.Stat(sandbox.EngineSocketFromEnv(os.Getenv)); err != nil {
+		reason = "no Docker engine socket: " + err.Error()
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv(conformance.EnvRequireDocker) != "" {
+		t.Fatalf("FLUFFY_REQUIRE_DOCKER is set but %s", reason)
+	}
+	t.Skip(reason)
 }
 
 const fixtureTools = `tools:

@@ -103,7 +103,13 @@ func stubKernelEnv(workspace string) []string {
 // starts the plugin as the kernel would, prints "PLUGIN_PID <pid>" on
 // stdout and then blocks until it is killed. `fluffy conformance
 // stub-kernel` and conformance/cmd/stubkernel call it.
+//
+// With the single argument "idle" it is instead the process the runtime
+// profile runs inside its test containers (see IdleMain).
 func StubKernelMain(args []string, stdout io.Writer) error {
+	if len(args) == 1 && args[0] == idleArg {
+		return IdleMain(stdout, nil)
+	}
 	if len(args) != 4 {
 		return fmt.Errorf("usage: stub-kernel BINARY KIND SHA256 WORKSPACE")
 	}

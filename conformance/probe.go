@@ -24,6 +24,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/policyext"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -62,6 +63,10 @@ type probe struct {
 
 	fake        *fakes.Server
 	vcsSetupErr error
+
+	// runtime profile state
+	adapterL supervisor.Launcher // runtime plugins start through this
+	rts      *rtState
 
 	closers []func()
 }
@@ -116,10 +121,20 @@ func (p *probe) close() {
 
 func (p *probe) onClose(f func()) { p.closers = append(p.closers, f) }
 
+// launcher is how the plugin under test starts for every item but the
+// sandbox-fitness ones: the runtime jail for runtime adapters (the way the
+// kernel starts them), Options.Launcher for every other kind.
+func (p *probe) launcher() supervisor.Launcher {
+	if p.adapterL != nil {
+		return p.adapterL
+	}
+	return p.r.opts.Launcher
+}
+
 // ensureStarted starts the plugin once through the private supervisor.
 func (p *probe) ensureStarted() error {
 	p.startOnce.Do(func() {
-		p.cap = &capture{inner: p.r.opts.Launcher, extraEnv: []string{"FLUFFY_PLUGIN_LOG_LEVEL=trace"}}
+		p.cap = &capture{inner: p.launcher(), extraEnv: []string{"FLUFFY_PLUGIN_LOG_LEVEL=trace"}}
 		sup, err := p.newSupervisor(p.cap, p.outRoot)
 		if err != nil {
 			p.startErr = err
@@ -209,6 +224,8 @@ func kindSets(kind string, versions []int) map[int]plugin.PluginSet {
 		sets = vcs.PluginSets(nil, all)
 	case base.KindPolicy:
 		sets = policyext.PluginSets(nil, all)
+	case base.KindRuntime:
+		sets = rt.PluginSets(nil, all)
 	default:
 		return nil
 	}

@@ -37,6 +37,11 @@ type Options struct {
 	// ones (default sandbox.Subprocess{}: a plain child process, so hostile
 	// behaviour is observable rather than contained).
 	Launcher supervisor.Launcher
+	// AdapterLauncher starts runtime-kind plugins. Nil: the runner makes a
+	// sandbox.AdapterJail under a private lease with the engine socket of
+	// DOCKER_HOST (default /var/run/docker.sock), exactly as the kernel
+	// jails its runtime adapter.
+	AdapterLauncher supervisor.Launcher
 	// Sandbox is the L2 container launcher for the CORE-SANDBOX items. Nil:
 	// they skip with SandboxReason (default ReasonNoSandbox).
 	Sandbox       supervisor.Launcher
@@ -124,6 +129,12 @@ func (r *Runner) Run(ctx context.Context, path string, profiles []string) (*Repo
 	rep := &Report{SuiteVersion: SuiteVersion, Manifest: p.manifestPath, Started: start, Sandbox: "subprocess"}
 	if r.opts.Sandbox != nil {
 		rep.Sandbox = "subprocess + container"
+	}
+	if a, ok := p.adapterL.(adapterLauncher); ok {
+		rep.Sandbox = "adapter jail (bubblewrap)"
+		if jailed, why := a.jail.Jailed(); !jailed {
+			rep.Sandbox = fmt.Sprintf("adapter subprocess, NOT jailed (%v)", why)
+		}
 	}
 	if p.m != nil {
 		rep.Plugin, rep.Version, rep.Kind, rep.SHA256 = p.m.Name, p.m.Version, p.m.Kind, p.m.SHA256
@@ -223,6 +234,11 @@ func (r *Runner) newProbe(path string) (*probe, error) {
 		switch p.m.Kind {
 		case manifests.KindProvider:
 			p.setupProvider()
+		case manifests.KindRuntime:
+			if err := p.setupRuntime(); err != nil {
+				p.close()
+				return nil, uerr.Wrap(err, CodeSetup, "cannot prepare the runtime adapter jail", err.Error(), "check $TMPDIR is writable")
+			}
 		case manifests.KindVCS:
 			if err := p.setupVCS(); err != nil {
 				p.close()

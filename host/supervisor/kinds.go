@@ -6,6 +6,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/policyext"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
 )
@@ -23,6 +24,11 @@ func pluginSets(k base.Kind) (map[int]plugin.PluginSet, bool) {
 		return vcs.PluginSets(nil, vs), true
 	case base.KindPolicy:
 		return policyext.PluginSets(nil, vs), true
+	case base.KindRuntime:
+		// Runtime adapters need a launcher that jails them with the engine
+		// socket (sandbox.AdapterJail); the kernel itself starts its adapter
+		// through sandbox.LaunchAdapter, the conformance runner through this.
+		return rt.PluginSets(nil, vs), true
 	}
 	return nil, false
 }
