@@ -114,6 +114,11 @@ type OutputFunc func(s Stream, data []byte) error
 // Engine is the container-runtime abstraction of seed 000 ("Container
 // Runtime Abstraction"), minus `run` (exec into a sandbox), which the
 // default policy denies and fluffy does not offer.
+//
+// Idempotency (checked by conformance item RUNTIME-LIFECYCLE-001): a second
+// Start of a running container, Stop of a stopped one, and Remove of a
+// removed one return nil — absence is reported only by Inspect. A second
+// Create with the same name may fail but must never make a second container.
 type Engine interface {
 	// Ping fails with a *uerr.Error (code RUNTIME_UNREACHABLE) when the
 	// engine does not answer.
