@@ -88,30 +88,14 @@ type Client interface {
 	Chat(ctx context.Context, req ChatRequest, onEvent func(Event)) error
 }
 
-// PluginSets maps every requested API version to the one shim.
+// PluginSets maps every requested API version to the one shim (the
+// contract did not change between v1 and v2).
 func PluginSets(impl Plugin, versions []int) map[int]plugin.PluginSet {
-	sets := map[int]plugin.PluginSet{}
-	for _, v := range versions {
-		sets[v] = plugin.PluginSet{PluginName: &GRPCPlugin{Impl: impl, Version: v}}
-	}
-	return sets
-}
-
-// GRPCPlugin is the go-plugin shim.
-type GRPCPlugin struct {
-	plugin.NetRPCUnsupportedPlugin
-	Impl    Plugin
-	Version int
-}
-
-func (p *GRPCPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	base.Register(s, p.Impl, broker)
-	pb.RegisterProviderServer(s, &server{impl: p.Impl})
-	return nil
-}
-
-func (p *GRPCPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &client{Client: base.NewClient(conn, broker, p.Version), c: pb.NewProviderClient(conn)}, nil
+	return base.SharedPluginSets(PluginName, impl, versions,
+		func(s *grpc.Server, impl Plugin) { pb.RegisterProviderServer(s, &server{impl: impl}) },
+		func(bc *base.Client, conn *grpc.ClientConn) any {
+			return &client{Client: bc, c: pb.NewProviderClient(conn)}
+		})
 }
 
 type server struct {

@@ -13,21 +13,14 @@ import (
 	rtpb "github.com/fluffy-waffle/fluffy/plugins/runtime/proto"
 )
 
-// GRPCPlugin is the go-plugin shim for the runtime kind (API v1 and v2).
-type GRPCPlugin struct {
-	plugin.NetRPCUnsupportedPlugin
-	Impl    Plugin
-	Version int
-}
-
-func (p *GRPCPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	base.Register(s, p.Impl, broker)
-	rtpb.RegisterRuntimeServer(s, &server{impl: p.Impl})
-	return nil
-}
-
-func (p *GRPCPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &client{Client: base.NewClient(conn, broker, p.Version), c: rtpb.NewRuntimeClient(conn)}, nil
+// PluginSets returns the go-plugin version map for a runtime implementation
+// (nil impl: the kernel side). The one service serves every API version.
+func PluginSets(impl Plugin, versions []int) map[int]plugin.PluginSet {
+	return base.SharedPluginSets(PluginName, impl, versions,
+		func(s *grpc.Server, impl Plugin) { rtpb.RegisterRuntimeServer(s, &server{impl: impl}) },
+		func(bc *base.Client, conn *grpc.ClientConn) any {
+			return &client{Client: bc, c: rtpb.NewRuntimeClient(conn)}
+		})
 }
 
 // ---- server side ----

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
-
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 )
 
@@ -161,14 +159,4 @@ type Client interface {
 	Configure(ctx context.Context, cfg base.Config, kernel base.KernelServer) error
 	Health(ctx context.Context) error
 	Engine
-}
-
-// PluginSets returns the go-plugin version map for a runtime implementation
-// (nil impl: the kernel side). The one service serves every API version.
-func PluginSets(impl Plugin, versions []int) map[int]plugin.PluginSet {
-	sets := map[int]plugin.PluginSet{}
-	for _, v := range versions {
-		sets[v] = plugin.PluginSet{PluginName: &GRPCPlugin{Impl: impl, Version: v}}
-	}
-	return sets
 }

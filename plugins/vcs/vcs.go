@@ -64,31 +64,14 @@ type Client interface {
 	Log(ctx context.Context, limit int) ([]LogEntry, error)
 }
 
-// PluginSets maps every requested API version to the one shim (the VCS
+// PluginSets maps every requested API version to the one shim (the
 // contract did not change between v1 and v2).
 func PluginSets(impl Plugin, versions []int) map[int]plugin.PluginSet {
-	sets := map[int]plugin.PluginSet{}
-	for _, v := range versions {
-		sets[v] = plugin.PluginSet{PluginName: &GRPCPlugin{Impl: impl, Version: v}}
-	}
-	return sets
-}
-
-// GRPCPlugin is the go-plugin shim.
-type GRPCPlugin struct {
-	plugin.NetRPCUnsupportedPlugin
-	Impl    Plugin
-	Version int
-}
-
-func (p *GRPCPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	base.Register(s, p.Impl, broker)
-	vcspb.RegisterVCSServer(s, &server{impl: p.Impl})
-	return nil
-}
-
-func (p *GRPCPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &client{Client: base.NewClient(conn, broker, p.Version), c: vcspb.NewVCSClient(conn)}, nil
+	return base.SharedPluginSets(PluginName, impl, versions,
+		func(s *grpc.Server, impl Plugin) { vcspb.RegisterVCSServer(s, &server{impl: impl}) },
+		func(bc *base.Client, conn *grpc.ClientConn) any {
+			return &client{Client: bc, c: vcspb.NewVCSClient(conn)}
+		})
 }
 
 type server struct {
