@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -64,8 +65,8 @@ func EngineSocketFromEnv(getenv func(string) string) string {
 }
 
 // FindAdapter locates the runtime-docker binary: $FLUFFY_RUNTIME_ADAPTER,
-// then beside the fluffy executable (bin/plugins/runtime-docker/), then the
-// plugin store under home.
+// then beside the fluffy executable (bin/plugins/runtime-docker/), then
+// beside the fluffy on PATH, then the plugin store under home.
 func FindAdapter(getenv func(string) string, home string) (string, error) {
 	var cands []string
 	if p := getenv("FLUFFY_RUNTIME_ADAPTER"); p != "" {
@@ -73,6 +74,14 @@ func FindAdapter(getenv func(string) string, home string) (string, error) {
 	}
 	if exe, err := os.Executable(); err == nil {
 		cands = append(cands, filepath.Join(filepath.Dir(exe), "plugins", "runtime-docker", "runtime-docker"))
+	}
+	// Beside the fluffy on PATH: how a plugin author's `go test` (whose
+	// executable is a test binary) finds the installed adapter.
+	if fl, err := exec.LookPath("fluffy"); err == nil {
+		if real, err := filepath.EvalSymlinks(fl); err == nil {
+			fl = real
+		}
+		cands = append(cands, filepath.Join(filepath.Dir(fl), "plugins", "runtime-docker", "runtime-docker"))
 	}
 	if m, _ := filepath.Glob(filepath.Join(home, "plugins", "runtime-docker", "*", "runtime-docker")); len(m) > 0 {
 		cands = append(cands, m[len(m)-1])
