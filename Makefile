@@ -49,6 +49,7 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+bench: export FLUFFY_RUNTIME_ADAPTER ?= $(BIN)/plugins/runtime-docker/runtime-docker
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 	$(GO) run ./internal/benchharness -out $(BIN)/bench
