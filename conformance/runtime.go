@@ -42,10 +42,10 @@ const (
 
 func runtimeChecks() map[string]checkFunc {
 	return map[string]checkFunc{
-		"RUNTIME-LIFECYCLE-001": checkRuntimeLifecycle,
-		"RUNTIME-LIMITS-001":    checkRuntimeLimits,
-		"RUNTIME-LABELS-001":    checkRuntimeLabels,
-		"RUNTIME-CLEANUP-001":   checkRuntimeCleanup,
+		"RUNTIME-LIFECYCLE-001": runtimeItem(lifecycle),
+		"RUNTIME-LIMITS-001":    runtimeItem(limits),
+		"RUNTIME-LABELS-001":    runtimeItem(labelsCheck),
+		"RUNTIME-CLEANUP-001":   runtimeItem(cleanupCheck),
 	}
 }
 
@@ -315,27 +315,10 @@ func sameID(a, b string) bool {
 
 // ---- RUNTIME-LIFECYCLE-001 ----
 
-// checkRuntimeLifecycle creates a container twice under one name (one
+// lifecycle creates a container twice under one name (one
 // container may result), and starts, stops and removes it twice each. The
 // runtime contract has no typed not-found error (only Inspect reports
 // absence, as found=false), so every second call must succeed.
-func checkRuntimeLifecycle(ctx context.Context, p *probe) outcome {
-	s, o, stop := p.rtReady(ctx)
-	if stop {
-		return o
-	}
-	defer s.itemCleanup()
-	var res outcome
-	err := p.rtClient(ctx, func(ctx context.Context, c rt.Client) error {
-		res = lifecycle(ctx, s, c)
-		return nil
-	})
-	if err != nil {
-		return fail("the runtime client failed: %s", errText(err))
-	}
-	return res
-}
-
 func lifecycle(ctx context.Context, s *rtState, c rt.Client) outcome {
 	const tag = "lifecycle"
 	spec := s.spec(tag)
@@ -398,24 +381,29 @@ func lifecycle(ctx context.Context, s *rtState, c rt.Client) outcome {
 	return pass("%s; %s", dup, strings.Join(log, ", "))
 }
 
-// ---- RUNTIME-LIMITS-001 ----
-
-func checkRuntimeLimits(ctx context.Context, p *probe) outcome {
-	s, o, stop := p.rtReady(ctx)
-	if stop {
-		return o
+// runtimeItem wraps one runtime check: it needs a ready runtime (or says
+// why not), always cleans up what the item created, and reports a failing
+// client as a failure of the item.
+func runtimeItem(check func(context.Context, *rtState, rt.Client) outcome) func(context.Context, *probe) outcome {
+	return func(ctx context.Context, p *probe) outcome {
+		s, o, stop := p.rtReady(ctx)
+		if stop {
+			return o
+		}
+		defer s.itemCleanup()
+		var res outcome
+		err := p.rtClient(ctx, func(ctx context.Context, c rt.Client) error {
+			res = check(ctx, s, c)
+			return nil
+		})
+		if err != nil {
+			return fail("the runtime client failed: %s", errText(err))
+		}
+		return res
 	}
-	defer s.itemCleanup()
-	var res outcome
-	err := p.rtClient(ctx, func(ctx context.Context, c rt.Client) error {
-		res = limits(ctx, s, c)
-		return nil
-	})
-	if err != nil {
-		return fail("the runtime client failed: %s", errText(err))
-	}
-	return res
 }
+
+// ---- RUNTIME-LIMITS-001 ----
 
 func limits(ctx context.Context, s *rtState, c rt.Client) outcome {
 	id, err := c.Create(ctx, s.spec("limits"))
@@ -512,23 +500,6 @@ func idleReport(ctx context.Context, s *rtState, id string) (map[string]string, 
 
 // ---- RUNTIME-LABELS-001 ----
 
-func checkRuntimeLabels(ctx context.Context, p *probe) outcome {
-	s, o, stop := p.rtReady(ctx)
-	if stop {
-		return o
-	}
-	defer s.itemCleanup()
-	var res outcome
-	err := p.rtClient(ctx, func(ctx context.Context, c rt.Client) error {
-		res = labelsCheck(ctx, s, c)
-		return nil
-	})
-	if err != nil {
-		return fail("the runtime client failed: %s", errText(err))
-	}
-	return res
-}
-
 // missingLabels lists every wanted label that got is missing or changed.
 func missingLabels(want, got map[string]string) []string {
 	var out []string
@@ -595,23 +566,6 @@ func labelsCheck(ctx context.Context, s *rtState, c rt.Client) outcome {
 }
 
 // ---- RUNTIME-CLEANUP-001 ----
-
-func checkRuntimeCleanup(ctx context.Context, p *probe) outcome {
-	s, o, stop := p.rtReady(ctx)
-	if stop {
-		return o
-	}
-	defer s.itemCleanup()
-	var res outcome
-	err := p.rtClient(ctx, func(ctx context.Context, c rt.Client) error {
-		res = cleanupCheck(ctx, s, c)
-		return nil
-	})
-	if err != nil {
-		return fail("the runtime client failed: %s", errText(err))
-	}
-	return res
-}
 
 func cleanupCheck(ctx context.Context, s *rtState, c rt.Client) outcome {
 	const tag = "cleanup"
