@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +17,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 
+	"github.com/fluffy-waffle/fluffy/manifests"
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -101,20 +100,18 @@ func (c *Containers) Image() string { return c.image }
 // set, matches it (go-plugin's SecureConfig cannot check a RunnerFunc
 // launch, so the launcher does).
 func checkBinary(spec LaunchSpec) error {
-	f, err := os.Open(spec.Binary)
-	if err != nil {
+	if _, err := os.Stat(spec.Binary); err != nil {
 		return uerr.Wrap(err, "SANDBOX_BINARY_MISSING", "cannot start plugin "+spec.Name, err.Error(),
 			"reinstall the plugin with `fluffy plugin install`")
 	}
-	defer f.Close()
 	if spec.SHA256 == "" {
 		return nil
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	got, err := manifests.FileSHA256(spec.Binary)
+	if err != nil {
 		return fmt.Errorf("hash %s: %w", spec.Binary, err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, spec.SHA256) {
+	if !strings.EqualFold(got, spec.SHA256) {
 		return uerr.New("PLUGIN_CHECKSUM_MISMATCH", "plugin "+spec.Name+" was modified after install",
 			fmt.Sprintf("its binary hashes to %s, the manifest says %s", got, spec.SHA256),
 			"reinstall the plugin with `fluffy plugin install` and review where the change came from")

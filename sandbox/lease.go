@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Lease marks a kernel instance as alive: the kernel holds an exclusive
@@ -83,4 +85,21 @@ func KernelAlive(runDir, kernelID string) bool {
 		return false
 	}
 	return errors.Is(err, syscall.EWOULDBLOCK)
+}
+
+// maxRunDirLen bounds a kernel run directory: go-plugin's sockets live at
+// <run>/<kernel id>/{sock,jail}/<dir>/pluginNNNNNNNNN, and a unix socket
+// path may not exceed 108 bytes.
+const maxRunDirLen = 48
+
+// CheckRunDir refuses a run directory whose plugin sockets would not fit
+// the unix socket path limit, up front and with a fix, instead of failing
+// obscurely at the first plugin start.
+func CheckRunDir(runDir string) error {
+	if len(runDir) <= maxRunDirLen {
+		return nil
+	}
+	return uerr.New("HOME_PATH_TOO_LONG", "fluffy's home directory path is too long for its sockets",
+		fmt.Sprintf("%s is %d bytes; plugin sockets below it would pass the 108-byte unix socket limit", runDir, len(runDir)),
+		"set FLUFFY_HOME to a shorter path, e.g. ~/.fluffy")
 }

@@ -42,7 +42,8 @@ func pluginCall(e *env, args []string) error {
 	defer cancel()
 	k, err := kernel.Open(ctx, kernel.Options{
 		Home: e.home, Workspace: ws, Logger: e.log, SessionID: "cli", Sandbox: *sb, Getenv: e.getenv,
-		Progress: func(s string) { fmt.Fprintf(e.stderr, "  %s...\n", s) },
+		BuiltinDirs: builtinPluginDirs(e),
+		Progress:    func(s string) { fmt.Fprintf(e.stderr, "  %s...\n", s) },
 	})
 	if err != nil {
 		return err

@@ -26,6 +26,9 @@ func withRuntime(e *env, f func(ctx context.Context, rt sandbox.Runtime, runDir 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	runDir := filepath.Join(e.home, "run")
+	if err := sandbox.CheckRunDir(runDir); err != nil {
+		return err
+	}
 	bin, err := sandbox.FindAdapter(e.getenv, e.home)
 	if err != nil {
 		return sandbox.ErrEngineUnreachable(err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec, _ := k.Registry.Runnable("fixture")
-	if !contains(spec.Tags, "third_party") || contains(spec.Tags, "core_plugin") {
+	if !slices.Contains(spec.Tags, "third_party") || slices.Contains(spec.Tags, "core_plugin") {
 		t.Fatalf("a self-declared core plugin must run as third_party, tags %v", spec.Tags)
 	}
 	if err := k.Plugins.Add(spec); err != nil {
@@ -98,13 +99,4 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 	if !sawDeny || len(issued) != 1 || issued[0].CapabilityID != ok["token"] {
 		t.Fatalf("audit: deny recorded %v, capabilities %+v", sawDeny, issued)
 	}
-}
-
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

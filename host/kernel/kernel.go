@@ -40,6 +40,10 @@ type Options struct {
 	Progress func(string)
 	// Policy judges plugin callbacks; nil loads the project's policy.
 	Policy *policy.Engine
+	// BuiltinDirs are fluffy's own plugin directories (bin/plugins beside
+	// the binary); the kernel discovers them at start so builtin plugins
+	// work without an install. Missing directories are ignored.
+	BuiltinDirs []string
 }
 
 // Kernel wires the registry to the supervisor: every registered, enabled
@@ -124,6 +128,14 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		KernelService:  k.kernelService,
 		HealthInterval: 30 * time.Second,
 	})
+	for _, d := range o.BuiltinDirs {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		if _, err := k.Registry.Scan(ctx, d, o.BuiltinDirs); err != nil {
+			k.log.Warn("discovering builtin plugins failed", "dir", d, "error", err)
+		}
+	}
 	if err := k.loadAll(ctx); err != nil {
 		k.Close()
 		return nil, err

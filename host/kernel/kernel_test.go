@@ -141,3 +141,24 @@ func TestKernelAuditsStartInstallAndShutdown(t *testing.T) {
 		t.Fatalf("chain: %v %+v", err, rep)
 	}
 }
+
+func TestBuiltinPluginsAreDiscovered(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("x\n"), 0o644)
+	src := stage(t) // a directory holding tool-fs and its stamped plugin.yaml
+	builtin := filepath.Dir(src)
+	ctx := context.Background()
+	k, err := Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone, BuiltinDirs: []string{builtin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	r, err := k.Registry.Get("tool-fs")
+	if err != nil || !r.HasTag(registry.TagCore) || r.Dir != src {
+		t.Fatalf("discovered: %v %+v", err, r)
+	}
+	res, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "1", Tool: "fs.exists", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
+	if err != nil || !res.OK {
+		t.Fatalf("builtin plugin not usable without install: %v %+v", err, res)
+	}
+}

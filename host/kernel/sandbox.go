@@ -48,12 +48,10 @@ func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes
 		kind = SandboxDocker
 	}
 	runDir := filepath.Join(o.Home, "run")
-	// go-plugin's sockets live under <run>/<kernel>/…/pluginNNNN and a unix
-	// socket path may not exceed 108 bytes.
-	if kind != SandboxNone && len(runDir) > 48 {
-		return nil, uerr.New("HOME_PATH_TOO_LONG", "fluffy's home directory path is too long for its sockets",
-			fmt.Sprintf("%s is %d bytes; plugin sockets below it would pass the 108-byte unix socket limit", runDir, len(runDir)),
-			"set FLUFFY_HOME to a shorter path, e.g. ~/.fluffy")
+	if kind != SandboxNone {
+		if err := sandbox.CheckRunDir(runDir); err != nil {
+			return nil, err
+		}
 	}
 	lease, err := sandbox.AcquireLease(runDir, sandbox.NewKernelID())
 	if err != nil {

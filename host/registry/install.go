@@ -71,12 +71,8 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 	rec := recordFrom(m, StateRegistered, r.opts.Now())
 	rec.Source = abs
 	var notes []string
-	if rec.HasTag(TagCore) && !r.isBuiltin(m.Dir, o.BuiltinDirs) {
-		rec.Tags = slices.DeleteFunc(rec.Tags, func(t string) bool { return t == TagCore })
-		notes = append(notes, "the manifest claims core_plugin, but the plugin does not come from fluffy's builtin plugins: it is treated as third-party")
-	}
-	if !rec.HasTag(TagCore) && !rec.HasTag(TagThirdParty) {
-		rec.Tags = append(rec.Tags, TagThirdParty)
+	if note := r.trustTags(&rec, m.Dir, o.BuiltinDirs); note != "" {
+		notes = append(notes, note)
 	}
 
 	// Version rules: never silently downgrade or replace.
@@ -165,6 +161,21 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 	return rec, nil
 }
 
+// trustTags applies the one trust rule for tags: core_plugin is honoured
+// only for plugins that live in one of fluffy's builtin directories; any
+// other plugin is third_party. It returns a note when it dropped a claim.
+func (r *Registry) trustTags(rec *Record, dir string, builtin []string) string {
+	note := ""
+	if rec.HasTag(TagCore) && !r.isBuiltin(dir, builtin) {
+		rec.Tags = slices.DeleteFunc(rec.Tags, func(t string) bool { return t == TagCore })
+		note = "the manifest claims core_plugin, but the plugin does not come from fluffy's builtin plugins: it is treated as third-party"
+	}
+	if !rec.HasTag(TagCore) && !rec.HasTag(TagThirdParty) {
+		rec.Tags = append(rec.Tags, TagThirdParty)
+	}
+	return note
+}
+
 func (r *Registry) isBuiltin(dir string, builtin []string) bool {
 	for _, b := range builtin {
 		b, err := filepath.Abs(b)
@@ -211,9 +222,11 @@ func copyPlugin(m *manifests.Manifest, dest string) error {
 
 // Scan discovers plugin directories under dir (each holding plugin.yaml,
 // at most three levels deep) and registers them in place: valid,
-// compatible manifests become registered, the rest rejected. It returns
-// what it found.
-func (r *Registry) Scan(ctx context.Context, dir string) ([]Record, error) {
+// compatible manifests become registered, the rest rejected. Tags follow
+// the same trust rule as Install (core_plugin only under builtinDirs), and
+// a version already installed into the store is left as installed. It
+// returns what it found.
+func (r *Registry) Scan(ctx context.Context, dir string, builtinDirs []string) ([]Record, error) {
 	var found []Record
 	root, err := filepath.Abs(dir)
 	if err != nil {
@@ -244,7 +257,13 @@ func (r *Registry) Scan(ctx context.Context, dir string) ([]Record, error) {
 			return nil
 		}
 		rec := recordFrom(m, StateRegistered, r.opts.Now())
-		if prev, gerr := r.get(m.Name, m.Version); gerr == nil && prev.SHA256 == rec.SHA256 {
+		r.trustTags(&rec, m.Dir, builtinDirs)
+		prev, gerr := r.get(m.Name, m.Version)
+		if gerr == nil && prev.Dir != rec.Dir && strings.HasPrefix(prev.Dir, r.StoreDir()+string(os.PathSeparator)) {
+			found = append(found, prev) // the installed copy wins
+			return nil
+		}
+		if gerr == nil && prev.SHA256 == rec.SHA256 {
 			// Keep what the user decided (disabled) and when it arrived.
 			rec.State, rec.Reason, rec.InstalledAt, rec.Certification, rec.Tags = prev.State, prev.Reason, prev.InstalledAt, prev.Certification, prev.Tags
 		}

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"slices"
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
@@ -70,14 +71,7 @@ type Record struct {
 }
 
 // HasTag reports whether the record carries tag.
-func (r Record) HasTag(tag string) bool {
-	for _, t := range r.Tags {
-		if t == tag {
-			return true
-		}
-	}
-	return false
-}
+func (r Record) HasTag(tag string) bool { return slices.Contains(r.Tags, tag) }
 
 // Spec builds the supervisor's view of an installed plugin from its
 // manifest in the store.

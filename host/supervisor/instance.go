@@ -73,7 +73,6 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 		StartTimeout:     s.opts.StartTimeout,
 		Logger:           s.log.Named(spec.Name),
 		Stderr:           tail,
-		Managed:          false,
 	}
 	launched, err := s.opts.Launcher.Prepare(ctx, sandbox.LaunchSpec{
 		Name: spec.Name, Version: spec.Version, Kind: string(spec.Kind), Binary: spec.Binary,

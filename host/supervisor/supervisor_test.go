@@ -2,14 +2,13 @@ package supervisor
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -46,12 +46,11 @@ func TestMain(m *testing.M) {
 }
 
 func fileSum(t testing.TB, p string) string {
-	b, err := os.ReadFile(p)
+	sum, err := manifests.FileSHA256(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
+	return sum
 }
 
 // fixture copies the fixture binary under a personality name.
@@ -156,7 +155,7 @@ func TestNegotiation(t *testing.T) {
 				if ave.AtHandshake != c.atHandshake || ave.KernelMin != 1 || ave.KernelMax != 2 || len(ave.PluginVersions) == 0 || ave.PluginVersions[0] != 3 {
 					t.Fatalf("error fields: %+v", ave)
 				}
-				if msg := err.Error(); !contains(msg, "[1,2]") || !contains(msg, "fixture") {
+				if msg := err.Error(); !strings.Contains(msg, "[1,2]") || !strings.Contains(msg, "fixture") {
 					t.Fatalf("message must name the plugin and the range [1,2]: %s", msg)
 				}
 				return
@@ -170,18 +169,6 @@ func TestNegotiation(t *testing.T) {
 			}
 		})
 	}
-}
-
-func contains(s, sub string) bool {
-	return len(s) >= len(sub) && (len(sub) == 0 || indexOf(s, sub) >= 0)
-}
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 func TestStartFailures(t *testing.T) {
@@ -337,7 +324,7 @@ func TestV2ProgressAndCancel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cancelled v2 call should return the plugin's result, got %v", err)
 	}
-	if !r.Cancelled || !contains(string(r.Output), "user pressed Ctrl-C") {
+	if !r.Cancelled || !strings.Contains(string(r.Output), "user pressed Ctrl-C") {
 		t.Fatalf("plugin was not told why: %+v %s", r, r.Output)
 	}
 	// A cancellation is not a plugin failure.
@@ -384,7 +371,7 @@ func TestToolFSRealPlugin(t *testing.T) {
 		t.Fatalf("tools: %v %v", defs, err)
 	}
 	r, err := h.sup.CallTool(context.Background(), "tool-fs", tool.Call{ID: "1", OperationID: "op1", Tool: "fs.read", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
-	if err != nil || !r.OK || !contains(string(r.Output), "hello") {
+	if err != nil || !r.OK || !strings.Contains(string(r.Output), "hello") {
 		t.Fatalf("read: %v %+v", err, r)
 	}
 	st, _ := h.sup.Stats("tool-fs")
