@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -21,6 +22,10 @@ import (
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
+
+// CodeKilledExternally: a sandbox was stopped by something other than the
+// kernel that owns it. Not the plugin's fault, so callers must not blame it.
+const CodeKilledExternally = "SANDBOX_KILLED_EXTERNALLY"
 
 // Hard settings of every L2 container: constants, never options.
 var (
@@ -140,7 +145,7 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 	if err != nil {
 		return Launched{}, err
 	}
-	spec.KernelID = c.cfg.Lease.KernelID
+	spec.KernelID, spec.Owner = c.cfg.Lease.KernelID, c.cfg.Lease.Owner
 	sockBase := filepath.Join(c.cfg.Lease.Dir, "sock")
 	if err := os.MkdirAll(sockBase, 0o755); err != nil {
 		return Launched{}, fmt.Errorf("socket dir: %w", err)
@@ -230,7 +235,10 @@ type Status struct {
 	Exited      bool
 	ExitCode    int64
 	OOMKilled   bool
-	Reason      string
+	// External: the sandbox was killed or removed by something other than
+	// this kernel.
+	External bool
+	Reason   string
 }
 
 // containerRunner is one plugin instance's container; it implements
@@ -260,6 +268,10 @@ type containerRunner struct {
 	waitOnce   sync.Once
 	waitDone   chan struct{}
 	killOnce   sync.Once
+	// killing is set before the kernel stops the container, so an exit by
+	// signal can be told apart from one sent from outside fluffy.
+	killing  atomic.Bool
+	external bool // guarded by mu
 }
 
 var _ runner.Runner = (*containerRunner)(nil)
@@ -416,8 +428,13 @@ func (r *containerRunner) Wait(ctx context.Context) error {
 			if err != nil {
 				ex = rt.Exit{Code: -1, Error: err.Error()}
 			}
+			// The engine lost the container while we waited on it (removed
+			// from outside: docker rm -f, a foreign reaper), or it died by
+			// a signal this kernel did not send.
+			external := !r.killing.Load() && (err != nil || (!ex.OOMKilled && (ex.Code == 128+9 || ex.Code == 128+15)))
 			r.mu.Lock()
 			r.exit = &ex
+			r.external = external
 			r.mu.Unlock()
 			if r.lc.State() == StateRunning && (ex.OOMKilled || ex.Code != 0) {
 				r.lc.Fail(exitReason(ex))
@@ -436,9 +453,9 @@ func (r *containerRunner) Wait(ctx context.Context) error {
 		r.attachStop()
 	}
 	r.mu.Lock()
-	ex := *r.exit
+	ex, external := *r.exit, r.external
 	r.mu.Unlock()
-	return exitError(r.spec.Name, r.limits, ex)
+	return exitError(r.spec.Name, r.limits, ex, external)
 }
 
 func exitReason(ex rt.Exit) string {
@@ -448,12 +465,16 @@ func exitReason(ex rt.Exit) string {
 	return fmt.Sprintf("exited with status %d %s", ex.Code, ex.Error)
 }
 
-func exitError(name string, l Limits, ex rt.Exit) error {
+func exitError(name string, l Limits, ex rt.Exit, external bool) error {
 	switch {
 	case ex.OOMKilled:
 		return uerr.New("SANDBOX_OOM", "plugin "+name+" was killed: out of memory",
 			fmt.Sprintf("it used more than its sandbox limit of %d MiB", l.MemoryBytes>>20),
 			"the plugin will be restarted; if it keeps happening, report it to the plugin's author")
+	case external:
+		return uerr.New(CodeKilledExternally, "plugin "+name+"'s sandbox was stopped from outside fluffy",
+			strings.TrimSpace(fmt.Sprintf("the container ended with status %d while this kernel still used it; something other than fluffy killed or removed it (docker kill/rm, another tool cleaning containers, an engine restart) %s", ex.Code, ex.Error)),
+			"find what else manages containers on this engine (`docker events` shows who stops them); fluffy restarts the plugin on its next use")
 	case ex.Code != 0:
 		return uerr.New("SANDBOX_EXITED", fmt.Sprintf("plugin %s exited with status %d", name, ex.Code),
 			strings.TrimSpace("its sandbox process ended "+ex.Error), "see the plugin's log with `fluffy sandbox ls` and the kernel log")
@@ -465,6 +486,7 @@ func exitError(name string, l Limits, ex rt.Exit) error {
 func (r *containerRunner) Kill(ctx context.Context) error {
 	var err error
 	r.killOnce.Do(func() {
+		r.killing.Store(true)
 		if r.id != "" {
 			err = r.c.cfg.Runtime.Kill(ctx, r.id, "")
 		}
@@ -487,7 +509,7 @@ func (r *containerRunner) status() Status {
 	defer r.mu.Unlock()
 	s := Status{State: r.lc.State(), ContainerID: r.id, Reason: r.lc.Reason()}
 	if r.exit != nil {
-		s.Exited, s.ExitCode, s.OOMKilled = true, r.exit.Code, r.exit.OOMKilled
+		s.Exited, s.ExitCode, s.OOMKilled, s.External = true, r.exit.Code, r.exit.OOMKilled, r.external
 	}
 	return s
 }
@@ -526,5 +548,5 @@ func (s Status) ExitError(name string, l Limits) error {
 	if !s.Exited {
 		return nil
 	}
-	return exitError(name, l, exitOf(s))
+	return exitError(name, l, exitOf(s), s.External)
 }

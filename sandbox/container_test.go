@@ -211,7 +211,7 @@ func TestOOMIsReportedAndPluginCanRestart(t *testing.T) {
 	if st.State != StateFailed && st.State != StateDestroyed {
 		t.Fatalf("state = %s, want FAILED", st.State)
 	}
-	if err := exitError(spec.Name, spec.Limits, exitOf(st)); !uerr.HasCode(err, "SANDBOX_OOM") {
+	if err := exitError(spec.Name, spec.Limits, exitOf(st), false); !uerr.HasCode(err, "SANDBOX_OOM") {
 		t.Fatalf("exit error = %v", err)
 	}
 	r.stop()
@@ -507,5 +507,99 @@ func TestBwrapRuntimeContainsPlugin(t *testing.T) {
 		if got := mustCall(t, r, tc.tool, map[string]any{tc.arg: tc.val}); got.OK {
 			t.Errorf("%s %s succeeded inside bwrap", tc.tool, tc.val)
 		}
+	}
+}
+
+// TestReapTouchesOnlyItsOwnHome: two kernels of two homes share one engine.
+// Each home's reaper (and `gc --all`) must leave the other's live
+// containers alone, although the other's lease is not visible to it.
+func TestReapTouchesOnlyItsOwnHome(t *testing.T) {
+	needDocker(t)
+	ctx := context.Background()
+	// Home B: its own run directory, owner id and live lease.
+	short, err := os.MkdirTemp("", "fh") // socket paths must stay short
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(short) })
+	_ = os.Chmod(short, 0o755)
+	otherRun := filepath.Join(short, "run")
+	otherLease, err := AcquireLease(otherRun, NewKernelID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otherLease.Release()
+	if otherLease.Owner == tenv.lease.Owner || otherLease.Owner == "" {
+		t.Fatalf("owners not distinct: %q vs %q", otherLease.Owner, tenv.lease.Owner)
+	}
+	otherCs, err := NewContainers(ctx, ContainersConfig{Runtime: tenv.rt, Lease: otherLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := launch(t, otherCs, newSpec(t, "code-executor"))
+	mine := launch(t, tenv.containers, newSpec(t, "code-executor"))
+
+	// Home A reaps, then garbage-collects everything of its own.
+	for _, all := range []bool{false, true} {
+		if all {
+			mine.stop() // --all would remove our own live one; keep the test's client sane
+		}
+		rep, err := Reap(ctx, tenv.rt, tenv.runDir, all)
+		if err != nil {
+			t.Fatalf("reap(all=%v): %v", all, err)
+		}
+		for _, n := range rep.Containers {
+			if n == containerName(theirs.spec) {
+				t.Fatalf("home A's reap (all=%v) removed home B's live container %s", all, n)
+			}
+		}
+		if got := mustCall(t, theirs, "echo", map[string]any{"text": "alive"}); got.Data != "alive" {
+			t.Fatalf("home B's plugin after home A's reap(all=%v): %+v", all, got)
+		}
+	}
+	inv, err := Inventory(ctx, tenv.rt, tenv.runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range inv {
+		if res.ID == theirs.launched.Status().ContainerID && (res.Mine || res.Orphan()) {
+			t.Fatalf("home B's container judged from home A: %+v", res)
+		}
+	}
+	// Home B's own reaper sees its live kernel and keeps it too.
+	if _, err := Reap(ctx, tenv.rt, otherRun, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustCall(t, theirs, "echo", map[string]any{"text": "still"}); got.Data != "still" {
+		t.Fatalf("home B's plugin after its own reap: %+v", got)
+	}
+}
+
+// TestContainerKilledFromOutsideIsReportedAsSuch: docker kill on a live
+// plugin's container is not the plugin crashing.
+func TestContainerKilledFromOutsideIsReportedAsSuch(t *testing.T) {
+	needDocker(t)
+	r := launch(t, tenv.containers, newSpec(t, "code-executor"))
+	id := r.launched.Status().ContainerID
+	if err := tenv.rt.Kill(context.Background(), id, "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !r.launched.Status().Exited && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := r.launched.Status()
+	if !st.Exited || !st.External {
+		t.Fatalf("status = %+v, want exited from outside", st)
+	}
+	err := st.ExitError(r.spec.Name, r.spec.Limits)
+	if !uerr.HasCode(err, CodeKilledExternally) || !strings.Contains(uerr.From(err).Why, "something other than fluffy") {
+		t.Fatalf("exit error = %v", err)
+	}
+	// Our own kill is not external.
+	own := launch(t, tenv.containers, newSpec(t, "code-executor"))
+	own.stop()
+	if st := own.launched.Status(); st.External {
+		t.Fatalf("kernel's own stop reported as external: %+v", st)
 	}
 }

@@ -36,6 +36,8 @@ type LaunchSpec struct {
 	InstanceID string
 	// KernelID identifies the running kernel; used to label and reap.
 	KernelID string
+	// Owner is the kernel's lease owner (its home's run directory id).
+	Owner string
 	// Network lists host:port pairs a provider may reach through the proxy.
 	Network []string
 	// SHA256 is the manifest's hash of Binary. Container and jail launchers

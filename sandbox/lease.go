@@ -19,6 +19,11 @@ import (
 // pids get reused, flocks do not outlive their holder.
 type Lease struct {
 	KernelID string
+	// Owner identifies the run directory (one per $FLUFFY_HOME) the lease
+	// lives in. Every container and volume carries it as a label, and a
+	// reaper only ever judges resources of its own owner: another home's
+	// leases are not visible here, so their liveness cannot be proven dead.
+	Owner string
 	// Dir is this kernel's run directory (socket and jail directories live
 	// under it and are removed when the kernel is reaped).
 	Dir string
@@ -41,6 +46,10 @@ func AcquireLease(runDir, kernelID string) (*Lease, error) {
 	if !validKernelID(kernelID) {
 		return nil, fmt.Errorf("acquire kernel lease: invalid kernel id %q", kernelID)
 	}
+	owner, err := RunDirOwner(runDir)
+	if err != nil {
+		return nil, fmt.Errorf("acquire kernel lease: %w", err)
+	}
 	dir := filepath.Join(runDir, kernelID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("acquire kernel lease: %w", err)
@@ -54,7 +63,62 @@ func AcquireLease(runDir, kernelID string) (*Lease, error) {
 		return nil, fmt.Errorf("acquire kernel lease %s: already held: %w", kernelID, err)
 	}
 	_, _ = fmt.Fprintf(f, "%d\n", os.Getpid())
-	return &Lease{KernelID: kernelID, Dir: dir, f: f}, nil
+	return &Lease{KernelID: kernelID, Owner: owner, Dir: dir, f: f}, nil
+}
+
+// ownerFile holds a run directory's owner id.
+const ownerFile = "owner"
+
+// RunDirOwner returns the owner id of runDir, creating runDir and the id on
+// first use. The id is random rather than derived from the path: two homes
+// at the same path (two machines, two L1 containers) sharing one engine
+// must still be told apart.
+func RunDirOwner(runDir string) (string, error) {
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return "", fmt.Errorf("run dir %s: %w", runDir, err)
+	}
+	p := filepath.Join(runDir, ownerFile)
+	for range 3 {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			id := strings.TrimSpace(string(b))
+			if !validOwner(id) {
+				return "", fmt.Errorf("run dir owner file %s is damaged (%q); remove it when no fluffy kernel of this home runs", p, id)
+			}
+			return id, nil
+		}
+		if !os.IsNotExist(err) {
+			return "", fmt.Errorf("read %s: %w", p, err)
+		}
+		var r [12]byte
+		_, _ = rand.Read(r[:])
+		id := "o" + hex.EncodeToString(r[:])
+		// Written to a temp file and linked into place so a concurrent
+		// reader never sees a partial id; the loser of a race reads the
+		// winner's id on the next round.
+		tmp, err := os.CreateTemp(runDir, ".owner-*")
+		if err != nil {
+			return "", fmt.Errorf("create owner id: %w", err)
+		}
+		_, werr := tmp.WriteString(id + "\n")
+		cerr := tmp.Close()
+		if werr == nil && cerr == nil {
+			if err := os.Link(tmp.Name(), p); err != nil && !os.IsExist(err) {
+				_ = os.Remove(tmp.Name())
+				return "", fmt.Errorf("create owner id: %w", err)
+			}
+		}
+		_ = os.Remove(tmp.Name())
+	}
+	return "", fmt.Errorf("create owner id in %s: lost the race three times", runDir)
+}
+
+func validOwner(id string) bool {
+	if len(id) != 25 || id[0] != 'o' {
+		return false
+	}
+	_, err := hex.DecodeString(id[1:])
+	return err == nil
 }
 
 // Release unlocks the lease and removes the kernel's run directory.

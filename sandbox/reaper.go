@@ -21,15 +21,28 @@ type Resource struct {
 	Plugin     string
 	Template   string
 	Created    time.Time
+	// Owner is the run-directory owner label; Mine says it is this home's.
+	Owner string
+	Mine  bool
+	// KernelLive is only meaningful for Mine resources: another home's
+	// leases are not visible from here.
 	KernelLive bool
 }
 
-// Orphan reports whether the resource's kernel is gone.
-func (r Resource) Orphan() bool { return !r.KernelLive }
+// Orphan reports whether the resource provably belongs to a dead kernel:
+// it is this home's (owner label) and its kernel's lease is not held.
+// Resources of other homes, other users or older fluffy versions (no owner
+// label) are never orphans from here, whatever their state.
+func (r Resource) Orphan() bool { return r.Mine && !r.KernelLive }
 
-// Inventory lists every fluffy-managed container and volume and whether its
-// kernel instance is alive (by its lease under runDir).
+// Inventory lists every fluffy-managed container and volume on the engine
+// and, for those of this home (owner label = runDir's owner id), whether
+// its kernel instance is alive (by its lease under runDir).
 func Inventory(ctx context.Context, r Runtime, runDir string) ([]Resource, error) {
+	owner, err := RunDirOwner(runDir)
+	if err != nil {
+		return nil, err
+	}
 	sel := map[string]string{LabelManaged: "1"}
 	cs, err := r.List(ctx, sel, true)
 	if err != nil {
@@ -40,7 +53,10 @@ func Inventory(ctx context.Context, r Runtime, runDir string) ([]Resource, error
 		return nil, fmt.Errorf("list sandbox volumes: %w", err)
 	}
 	alive := map[string]bool{}
-	live := func(id string) bool {
+	live := func(o, id string) bool {
+		if o != owner {
+			return false
+		}
 		v, ok := alive[id]
 		if !ok {
 			v = KernelAlive(runDir, id)
@@ -54,14 +70,15 @@ func Inventory(ctx context.Context, r Runtime, runDir string) ([]Resource, error
 		if k == "" { // the base image's label is on images only; skip odd ones
 			continue
 		}
+		o := c.Labels[LabelOwner]
 		out = append(out, Resource{Kind: "container", ID: c.ID, Name: c.Name, Status: c.Status, KernelID: k,
 			SessionID: c.Labels[LabelSession], Plugin: c.Labels[LabelPlugin], Template: c.Labels[LabelTemplate],
-			Created: c.Created, KernelLive: live(k)})
+			Created: c.Created, Owner: o, Mine: o == owner, KernelLive: live(o, k)})
 	}
 	for _, v := range vs {
-		k := v.Labels[LabelKernel]
+		k, o := v.Labels[LabelKernel], v.Labels[LabelOwner]
 		out = append(out, Resource{Kind: "volume", ID: v.Name, Name: v.Name, KernelID: k,
-			SessionID: v.Labels[LabelSession], Plugin: v.Labels[LabelPlugin], KernelLive: live(k)})
+			SessionID: v.Labels[LabelSession], Plugin: v.Labels[LabelPlugin], Owner: o, Mine: o == owner, KernelLive: live(o, k)})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {
@@ -91,7 +108,7 @@ func Reap(ctx context.Context, r Runtime, runDir string, all bool) (ReapReport, 
 		return rep, err
 	}
 	for _, res := range inv {
-		if res.KernelLive && !all {
+		if !res.Mine || (res.KernelLive && !all) {
 			continue
 		}
 		switch res.Kind {

@@ -52,7 +52,7 @@ func withRuntime(e *env, f func(ctx context.Context, rt sandbox.Runtime, runDir 
 func sandboxLs(e *env, args []string) error {
 	fs := flag.NewFlagSet("sandbox ls", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	orphans := fs.Bool("orphans", false, "show only resources whose kernel is gone")
+	orphans := fs.Bool("orphans", false, "show only this home's resources whose kernel is gone")
 	if err := fs.Parse(args); err != nil {
 		return usageErr("sandbox ls", err.Error(), "run `fluffy sandbox ls [--orphans]`")
 	}
@@ -62,14 +62,18 @@ func sandboxLs(e *env, args []string) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KIND\tNAME\tSTATUS\tPLUGIN\tTEMPLATE\tKERNEL\tSESSION\tORPHAN")
+		fmt.Fprintln(tw, "KIND\tNAME\tSTATUS\tPLUGIN\tTEMPLATE\tKERNEL\tSESSION\tOWNER\tORPHAN")
 		n := 0
 		for _, r := range inv {
 			if *orphans && !r.Orphan() {
 				continue
 			}
 			n++
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", r.Kind, r.Name, r.Status, r.Plugin, r.Template, r.KernelID, r.SessionID, r.Orphan())
+			owner := "this home"
+			if !r.Mine {
+				owner = "other" // another $FLUFFY_HOME, user or machine: never touched from here
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", r.Kind, r.Name, r.Status, r.Plugin, r.Template, r.KernelID, r.SessionID, owner, r.Orphan())
 		}
 		tw.Flush()
 		fmt.Fprintf(e.stdout, "%d sandbox resource(s)\n", n)
@@ -80,7 +84,7 @@ func sandboxLs(e *env, args []string) error {
 func sandboxGC(e *env, args []string) error {
 	fs := flag.NewFlagSet("sandbox gc", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	all := fs.Bool("all", false, "also remove sandboxes of running kernels")
+	all := fs.Bool("all", false, "also remove sandboxes of this home's running kernels (never another home's)")
 	if err := fs.Parse(args); err != nil {
 		return usageErr("sandbox gc", err.Error(), "run `fluffy sandbox gc [--all]`")
 	}

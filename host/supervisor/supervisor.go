@@ -366,13 +366,20 @@ func (s *Supervisor) fail(m *managed, inst *Instance, callCtx context.Context, e
 	default:
 		cause := err
 		why := crashWhy(inst, err)
-		if exitErr := sandboxExit(inst); exitErr != nil {
+		exitErr := sandboxExit(inst)
+		if exitErr != nil {
 			// The sandbox knows why the process died (out of memory, exit code).
 			cause = exitErr
 			why = uerr.From(exitErr).What + ": " + uerr.From(exitErr).Why
 		}
-		out = uerr.Wrap(cause, CodeCrashed, fmt.Sprintf("plugin %s failed during a call", m.spec.Name),
-			why, "the plugin will be restarted on next use; if this repeats, run with FLUFFY_LOG_LEVEL=debug and report it to the plugin's author")
+		if uerr.HasCode(exitErr, sandbox.CodeKilledExternally) {
+			// Not the plugin's doing: say so instead of blaming its author.
+			// It still counts toward restarts (the instance is gone).
+			out = exitErr
+		} else {
+			out = uerr.Wrap(cause, CodeCrashed, fmt.Sprintf("plugin %s failed during a call", m.spec.Name),
+				why, "the plugin will be restarted on next use; if this repeats, run with FLUFFY_LOG_LEVEL=debug and report it to the plugin's author")
+		}
 	}
 	if m.inst == inst {
 		inst.stop()
