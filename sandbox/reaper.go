@@ -12,15 +12,15 @@ import (
 
 // Resource is one fluffy-managed container or volume.
 type Resource struct {
-	Kind       string // "container" or "volume"
-	ID         string
-	Name       string
-	Status     string
-	KernelID   string
-	SessionID  string
-	Plugin     string
-	Template   string
-	Created    time.Time
+	Kind      string // "container" or "volume"
+	ID        string
+	Name      string
+	Status    string
+	KernelID  string
+	SessionID string
+	Plugin    string
+	Template  string
+	Created   time.Time
 	// Owner is the run-directory owner label; Mine says it is this home's.
 	Owner string
 	Mine  bool
