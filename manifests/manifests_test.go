@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/policy/units"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -345,35 +346,47 @@ func TestDefaultTemplatePerKind(t *testing.T) {
 	}
 }
 
-func TestUnits(t *testing.T) {
-	mem := []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"512MiB", 512 << 20, true}, {"1GiB", 1 << 30, true}, {"64KiB", 64 << 10, true},
-		{"1KB", 1000, true}, {"2MB", 2_000_000, true}, {"3GB", 3_000_000_000, true}, {"1048576", 1 << 20, true},
-		{"512mb", 0, false}, {"512 MiB", 0, false}, {"1.5GiB", 0, false}, {"-1MiB", 0, false}, {"MiB", 0, false},
-		{"", 0, false}, {"99999999999999999999GiB", 0, false}, {"9999999999GiB", 0, false}, {"1TiB", 0, false},
+// TestUnitsAreThePolicyParser: manifests and policy files share one unit
+// parser (policy/units). Every notation is judged the same way by both, and
+// a manifest's error names the notation the policy documentation uses.
+func TestUnitsAreThePolicyParser(t *testing.T) {
+	manifest := func(field, value string) string {
+		return "name: units-probe\nversion: 1.0.0\nkind: policy\ndescription: d\nauthor: a\nentry: u\nsha256: " + strings.Repeat("a", 64) + "\napi_versions: [1]\n" +
+			"sandbox:\n  template: policy-sandbox\n  " + field + ": " + value + "\n"
 	}
-	for _, tt := range mem {
-		got, err := ParseMemory(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseMemory(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
+	sizes := []string{"512MiB", "1GiB", "64MiB", "8000KB", "7MB", "3GB", "8388608", "512mb", "512 MiB", "1.5GiB",
+		"-1MiB", "MiB", "99999999999999999999GiB", "9999999999GiB", "1TiB", "10MiBs", "0x10", "1B"}
+	for _, in := range sizes {
+		want, werr := units.ParseSize(in)
+		m, err := Parse("plugin.yaml", []byte(manifest("memory", `"`+in+`"`)))
+		switch {
+		case werr != nil:
+			if !HasCode(err, CodeBadUnit) {
+				t.Errorf("memory %q: units refuses it (%v) but the manifest gave %v", in, werr, err)
+			} else if !strings.Contains(err.Error(), units.SizeHelp) {
+				t.Errorf("memory %q: the manifest error does not give the shared notation help: %v", in, err)
+			}
+		case err != nil:
+			t.Errorf("memory %q: units accepts it (%d) but the manifest refused it: %v", in, want, err)
+		case m.Sandbox.MemoryBytes != want:
+			t.Errorf("memory %q = %d, units says %d", in, m.Sandbox.MemoryBytes, want)
 		}
 	}
-	dur := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"120s", 120 * time.Second, true}, {"500ms", 500 * time.Millisecond, true}, {"5m", 5 * time.Minute, true}, {"2h", 2 * time.Hour, true},
-		{"1m30s", 0, false}, {"1.5s", 0, false}, {"10us", 0, false}, {"10", 0, false}, {"10S", 0, false}, {"99999999999999h", 0, false},
-	}
-	for _, tt := range dur {
-		got, err := ParseTimeout(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseTimeout(%q) = %s, %v; want %s ok=%v", tt.in, got, err, tt.want, tt.ok)
+	durations := []string{"120s", "500ms", "5m", "2h", "1m30s", "1.5s", "10us", "10S", "99999999999999h", "ms", "5 s"}
+	for _, in := range durations {
+		want, werr := units.ParseDuration(in)
+		m, err := Parse("plugin.yaml", []byte(manifest("timeout", `"`+in+`"`)))
+		switch {
+		case werr != nil:
+			if !HasCode(err, CodeBadUnit) {
+				t.Errorf("timeout %q: units refuses it (%v) but the manifest gave %v", in, werr, err)
+			} else if !strings.Contains(err.Error(), units.DurationHelp) {
+				t.Errorf("timeout %q: the manifest error does not give the shared notation help: %v", in, err)
+			}
+		case err != nil:
+			t.Errorf("timeout %q: units accepts it (%s) but the manifest refused it: %v", in, want, err)
+		case m.Sandbox.Timeout != want:
+			t.Errorf("timeout %q = %s, units says %s", in, m.Sandbox.Timeout, want)
 		}
 	}
 }
