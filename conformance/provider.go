@@ -84,39 +84,32 @@ func checkProviderToolCall(ctx context.Context, p *probe) outcome {
 	if o, stop := p.providerBlocked(); stop {
 		return o
 	}
-	type call struct{ id, name, args string }
-	calls := map[int]*call{}
+	turn := provider.NewTurn()
+	var orderErr error
 	err := p.chat(ctx, fakes.ScenarioToolCall, func(e provider.Event) {
-		if d := e.ToolCallDelta; d != nil {
-			c := calls[d.Index]
-			if c == nil {
-				c = &call{}
-				calls[d.Index] = c
-			}
-			if d.ID != "" {
-				c.id = d.ID
-			}
-			if d.Name != "" {
-				c.name = d.Name
-			}
-			c.args += d.ArgumentsDelta
+		if aerr := turn.Add(e); aerr != nil && orderErr == nil {
+			orderErr = aerr
 		}
 	})
 	if err != nil {
 		return fail("Chat failed: %s", errText(err))
 	}
-	c := calls[0]
-	if len(calls) != 1 || c == nil {
-		return fail("expected one tool call at index 0, got %d", len(calls))
+	if orderErr != nil {
+		return fail("the event sequence breaks the contract: %v", orderErr)
 	}
-	if c.id != fakes.ToolCallID || c.name != fakes.ToolCallName {
-		return fail("tool call id/name %q/%q, upstream sent %q/%q", c.id, c.name, fakes.ToolCallID, fakes.ToolCallName)
+	calls := turn.Result().ToolCalls
+	if len(calls) != 1 {
+		return fail("expected one tool call, got %d", len(calls))
+	}
+	c := calls[0]
+	if c.CallID != fakes.ToolCallID || c.Name != fakes.ToolCallName {
+		return fail("tool call id/name %q/%q, upstream sent %q/%q", c.CallID, c.Name, fakes.ToolCallID, fakes.ToolCallName)
 	}
 	var got, want any
-	if json.Unmarshal([]byte(c.args), &got) != nil || json.Unmarshal([]byte(fakes.ToolArgs()), &want) != nil || !reflect.DeepEqual(got, want) {
-		return fail("tool-call arguments assemble to %q, upstream sent %q\nfix: forward argument fragments in order, unchanged", c.args, fakes.ToolArgs())
+	if json.Unmarshal(c.Arguments, &got) != nil || json.Unmarshal([]byte(fakes.ToolArgs()), &want) != nil || !reflect.DeepEqual(got, want) {
+		return fail("the tool call's arguments assemble to %q, upstream sent %q\nfix: forward argument fragments in order, unchanged", c.Arguments, fakes.ToolArgs())
 	}
-	return pass("tool call %s(%s) assembled", c.name, c.args)
+	return pass("tool call %s(%s) assembled", c.Name, c.Arguments)
 }
 
 func checkProviderCancel(ctx context.Context, p *probe) outcome {
