@@ -9,6 +9,7 @@ func commands() []command {
 		{name: "sandbox", summary: "list (ls) and clean up (gc) plugin sandbox containers", run: runSandbox},
 		{name: "audit", summary: "inspect, verify, export the project's audit log", run: runAudit},
 		{name: "version", summary: "print fluffy's version and the plugin API range", run: runVersion},
+		{name: "kernel", summary: "run the project's kernel process (normally started for you); status, stop", run: runKernel},
 		{name: "config", summary: "init, get, set and show settings (flags > FLUFFY_* > project > user > defaults)", run: runConfig},
 		{name: "policy", summary: "show, validate, explain and update the security policy", run: runPolicy},
 	}

@@ -140,6 +140,15 @@ func (cl *Client) Call(ctx context.Context, method string, params any, onEvent f
 		cl.mu.Lock()
 		delete(cl.pending, id)
 		cl.mu.Unlock()
+		// The kernel may have hung up with a reason (a refused peer):
+		// that reason is what the user needs, not "broken pipe".
+		select {
+		case <-cl.done:
+			if cl.err != nil {
+				return nil, cl.err
+			}
+		case <-time.After(time.Second):
+		}
 		return nil, fmt.Errorf("send %s: %w", method, err)
 	}
 	select {

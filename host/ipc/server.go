@@ -77,6 +77,9 @@ type Server struct {
 	OnRefused func(p Peer, reason string)
 	// UID is the only uid served (default os.Getuid()).
 	UID *int
+	// ConnState hears every accepted (open=true) and ended (open=false)
+	// connection of an admitted peer, e.g. to exit when idle.
+	ConnState func(p Peer, open bool)
 }
 
 // Listen creates the socket at path: its directory 0700, the socket 0600,
@@ -184,7 +187,13 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 			Fix: "run fluffy as the user who started the kernel"}})
 		return
 	}
+	if s.ConnState != nil {
+		s.ConnState(peer, true)
+		defer s.ConnState(peer, false)
+	}
 	cctx, cancel := context.WithCancel(ctx)
+	// Server shutdown hangs up on clients (unblocking the read below).
+	go func() { <-cctx.Done(); nc.Close() }()
 	limit := s.MaxInFlight
 	if limit <= 0 {
 		limit = 64

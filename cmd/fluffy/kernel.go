@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/host/config"
+	"github.com/fluffy-waffle/fluffy/host/daemon"
+	"github.com/fluffy-waffle/fluffy/host/ipc"
+	"github.com/fluffy-waffle/fluffy/host/kernel"
+)
+
+// runKernel implements `fluffy kernel [run|status|stop]`: the kernel
+// process of one project (normally started by the bootstrap, in L1 or as a
+// local process) and two ways to talk to it.
+func runKernel(e *env, args []string) error {
+	if len(args) == 0 || args[0] == "run" || (len(args[0]) > 0 && args[0][0] == '-') {
+		if len(args) > 0 && args[0] == "run" {
+			args = args[1:]
+		}
+		return kernelRun(e, args)
+	}
+	return subcommands(e, "kernel", args, map[string]func(*env, []string) error{
+		"status": kernelStatus,
+		"stop":   kernelStop,
+	})
+}
+
+func kernelRun(e *env, args []string) error {
+	fs := newFlags("kernel")
+	project := fs.String("project", ".", "the project this kernel serves")
+	idle := fs.Duration("idle", 10*time.Minute, "exit after this long with no client and no running task (0: never)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return usageErr("kernel", "unexpected arguments", "usage: fluffy kernel [--project DIR] [--idle 10m]")
+	}
+	ws, err := existingDir(*project)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(config.Options{UserFile: config.UserFile(e.home), ProjectFile: config.ProjectFile(ws), Getenv: e.getenv})
+	if err != nil {
+		return err
+	}
+	inL1 := e.getenv("FLUFFY_IN_L1") == "1"
+	d, err := daemon.New(daemon.Options{Home: e.home, Project: ws, Logger: e.log, IdleTimeout: *idle})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	k, err := kernel.Open(ctx, kernel.Options{
+		Home: e.home, Workspace: ws, Logger: e.log, SessionID: "kernel", Sandbox: cfg.String("sandbox"), Getenv: e.getenv,
+		BuiltinDirs: builtinPluginDirs(e),
+	})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	d.Handle("kernel.status", statusWith(d, map[string]any{"l1": inL1, "sandbox": cfg.String("sandbox"), "version": Version}))
+	e.log.Info("kernel ready", "project", ws, "socket", d.Paths().Socket, "l1", inL1)
+	return d.Serve(ctx)
+}
+
+// statusWith wraps the daemon's status with kernel facts.
+func statusWith(d *daemon.Daemon, extra map[string]any) daemon.Method {
+	return func(ctx context.Context, req *ipc.Request) (any, error) {
+		st, err := d.Status()
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range extra {
+			st[k] = v
+		}
+		return st, nil
+	}
+}
+
+// existingDir resolves dir without creating it.
+func existingDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil || !fi.IsDir() {
+		return "", usageErr("kernel", fmt.Sprintf("project directory %s does not exist", abs), "pass an existing directory with --project")
+	}
+	return abs, nil
+}
+
+func kernelClient(e *env, project string) (*ipc.Client, error) {
+	ws, err := existingDir(project)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return ipc.Dial(ctx, daemon.PathsFor(e.home, ws).Socket, 0)
+}
+
+func kernelStatus(e *env, args []string) error {
+	fs := newFlags("kernel status")
+	project := fs.String("project", ".", "project directory")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return usageErr("kernel status", "unexpected arguments", "usage: fluffy kernel status [--project DIR]")
+	}
+	cl, err := kernelClient(e, *project)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rtt, err := cl.Ping(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := cl.Call(ctx, "kernel.status", nil, nil)
+	if err != nil {
+		return err
+	}
+	var st map[string]any
+	_ = json.Unmarshal(res, &st)
+	st["ping_us"] = rtt.Microseconds()
+	return writeJSON(e.stdout, st)
+}
+
+func kernelStop(e *env, args []string) error {
+	fs := newFlags("kernel stop")
+	project := fs.String("project", ".", "project directory")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return usageErr("kernel stop", "unexpected arguments", "usage: fluffy kernel stop [--project DIR]")
+	}
+	cl, err := kernelClient(e, *project)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cl.Call(ctx, "kernel.shutdown", nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "kernel stopping")
+	return nil
+}
