@@ -48,7 +48,7 @@ type bootstrap struct {
 	project  string
 	l1       bool
 	paths    daemon.Paths
-	cli      string // docker or podman
+	cli      string      // docker or podman
 	started  int         // kernels this bootstrap started
 	restarts []time.Time // restarts within the window
 	progress func(string)
