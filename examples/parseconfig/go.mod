@@ -1,0 +1,3 @@
+module example.com/parseconfig
+
+go 1.22
