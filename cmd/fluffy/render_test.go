@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+func renderAll(color bool, evs ...agent.Event) string {
+	var b bytes.Buffer
+	r := newRenderer(&b, color, false)
+	for _, ev := range evs {
+		r.Event(ev)
+	}
+	r.Close()
+	return b.String()
+}
+
+func TestRendererShowsWhatAPersonNeeds(t *testing.T) {
+	out := renderAll(false,
+		agent.Event{Type: agent.EventStateChanged, State: &agent.StateEvent{From: "idle", To: "planning", Mode: "strict"}},
+		agent.Event{Type: agent.EventTextDelta, Text: "I'll write "},
+		agent.Event{Type: agent.EventTextDelta, Text: "tests first."},
+		agent.Event{Type: agent.EventToolExecuting, Tool: &agent.ToolEvent{CallID: "1", Name: "fs.read", Target: "config.go"}},
+		agent.Event{Type: agent.EventToolResult, Tool: &agent.ToolEvent{CallID: "1", Name: "fs.read", Target: "config.go", OK: true, DurationMS: 3, Summary: "Read 40 lines"}},
+		agent.Event{Type: agent.EventToolResult, Tool: &agent.ToolEvent{CallID: "2", Name: "test.run", OK: true, DurationMS: 1234, Summary: "1 failed (expected)", TestStatus: "red"}},
+		agent.Event{Type: agent.EventToolResult, Tool: &agent.ToolEvent{CallID: "3", Name: "fs.write", Target: "main.go", DurationMS: 2, Error: uerr.New("TOOL_UNAVAILABLE", "fs.write main.go is not available in test_writing", "", "")}},
+		agent.Event{Type: agent.EventDone, Done: &agent.DoneEvent{Status: agent.StatusDone, Summary: "Added error handling.", Files: []string{"config.go"}, Commit: "abc123"}},
+	)
+	for _, want := range []string{
+		"[strict] idle → planning",
+		"AI: I'll write tests first.\n",
+		"✓ fs.read config.go (3ms)", "Read 40 lines",
+		"✓ test.run (1.2s)", "1 failed (expected)",
+		"✗ fs.write main.go (2ms)", "not available in test_writing",
+		"Done. Added error handling.", "committed abc123",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Fatalf("escape sequences without colour:\n%q", out)
+	}
+}
+
+func TestRendererEscapesUntrustedText(t *testing.T) {
+	evil := "\x1b[2J\x1b]0;pwned\x07fake audit chain OK\r\x9b"
+	out := renderAll(true,
+		agent.Event{Type: agent.EventTextDelta, Text: evil},
+		agent.Event{Type: agent.EventToolResult, Tool: &agent.ToolEvent{Name: "x", Target: evil, Summary: evil}},
+		agent.Event{Type: agent.EventNotice, Text: evil},
+		agent.Event{Type: agent.EventReviewRequested, Review: &agent.ReviewEvent{Kind: "merge", Summary: evil, Files: []agent.ReviewFile{{Path: evil, Diff: "+" + evil}}}},
+	)
+	for _, bad := range []string{"\x1b[2J", "\x1b]0", "\x07", "\r", "\x9b"} {
+		if strings.Contains(out, bad) {
+			t.Fatalf("untrusted control sequence %q reached the terminal:\n%q", bad, out)
+		}
+	}
+	if !strings.Contains(out, `\x1b[2J`) {
+		t.Fatalf("escaped form missing:\n%q", out)
+	}
+}
+
+func TestRendererReviewDiffColoured(t *testing.T) {
+	out := renderAll(true, agent.Event{Type: agent.EventReviewRequested, Review: &agent.ReviewEvent{
+		Kind: "merge", Summary: "2 files, 12 lines",
+		Files: []agent.ReviewFile{{Path: "config.go", Added: 1, Removed: 1, Diff: "--- a/config.go\n+++ b/config.go\n@@ -1 +1 @@\n-old\n+new\n"}},
+	}})
+	if !strings.Contains(out, "\x1b[32m+new") || !strings.Contains(out, "\x1b[31m-old") || !strings.Contains(out, "/approve FILE") {
+		t.Fatalf("review rendering:\n%q", out)
+	}
+}
