@@ -110,9 +110,9 @@ func builtinRules() []builtinRule {
 		protect("builtin.audit-store", "the audit log cannot be modified except by the kernel",
 			"the audit log is append-only and written by the kernel alone",
 			"/.fluffy/audit/", "/.fluffy/audit*"),
-		protect("builtin.state-store", "the state machine store cannot be modified except by the kernel",
-			"the workflow state store is written by the kernel alone",
-			"/.fluffy/state/", "/.fluffy/state*", "/.fluffy/sessions/"),
+		protect("builtin.state-store", "the state machine store and the coverage baseline cannot be modified except by the kernel",
+			"the workflow state store and the tech-debt baseline are written by the kernel alone",
+			"/.fluffy/state/", "/.fluffy/state*", "/.fluffy/sessions/", "/.fluffy/coverage-baseline.json"),
 	}
 }
 

@@ -124,6 +124,8 @@ capabilities:
 		{Request{Syscall: "fs.rename", Path: "./.fluffy//policy.d/x.yaml"}, "builtin.policy-files"},
 		{Request{Syscall: "fs.write", Path: ".fluffy/audit/000001.vlog"}, "builtin.audit-store"},
 		{Request{Syscall: "fs.write", Path: ".fluffy/state/MANIFEST"}, "builtin.state-store"},
+		{Request{Syscall: "fs.write", Path: ".fluffy/coverage-baseline.json"}, "builtin.state-store"},
+		{Request{Syscall: "fs.delete", Path: ".fluffy/Coverage-Baseline.JSON"}, "builtin.state-store"},
 		{Request{Syscall: "fs.write", Path: ".fluffy/kernel.sock"}, "builtin.kernel-files"},
 		{Request{Syscall: "fs.write", Path: ".fluffy/bootstrap/image.tar"}, "builtin.bootstrap-files"},
 		{Request{Syscall: "fs.write", Path: "../outside.txt"}, "builtin.path-confinement"},

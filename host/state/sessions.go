@@ -30,21 +30,15 @@ type Message struct {
 	At      time.Time `json:"at"`
 }
 
-// Budget is the session's tech-debt budget (seed 000 state machine).
-type Budget struct {
-	Limit int `json:"limit"`
-	Used  int `json:"used"`
-}
-
-// Session is one persisted session (seed 000 "Session Management").
+// Session is one persisted session's conversation (seed 000 "Session
+// Management"). Its workflow state, mode and changeset reference are the
+// Machine's (Manager.Saved), and the tech-debt budget is the project's
+// (Budget): they are not duplicated here.
 type Session struct {
 	ID         string    `json:"id"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
-	Mode       string    `json:"mode"`  // strict, explore, debug
-	State      string    `json:"state"` // state machine state
 	History    []Message `json:"history,omitempty"`
-	Budget     Budget    `json:"budget"`
 	ArchivedAt time.Time `json:"archived_at,omitzero"`
 }
 
