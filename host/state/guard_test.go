@@ -54,7 +54,7 @@ func TestRedGuardOnRealRuns(t *testing.T) {
 		name, fixture string
 		write         []string // test files the session wrote
 		mutate        func(t *testing.T, v *dirView)
-		wantOpen      bool   // code_writing reached
+		wantOpen      bool // code_writing reached
 		status        testrun.Status
 		detail        string // substring of the refusal
 	}{
