@@ -139,7 +139,7 @@ func (r *Rules) Allowed(p Position, tool, path string, write bool) error {
 		return nil
 	}
 	return &ToolUnavailableError{Kind: "tool_unavailable", Tool: tool, State: p.State, Mode: p.Mode, Path: pathIfWrite(path, write),
-		Reason: reason, Fix: fix, Available: r.Available(p, nil)}
+		Reason: reason, Fix: fix, Available: r.available(p)}
 }
 
 func pathIfWrite(path string, write bool) string {
@@ -201,9 +201,10 @@ func (r *Rules) judgeWrite(p Position, path string) (reason, fix, review string)
 	pth := glob.ParsePathBuf(buf[:0], path)
 	switch p.State {
 	case TestWriting:
-		switch r.classify(pth) {
-		case ClassTest:
+		if r.tests.Match(pth) {
 			return "", "", ""
+		}
+		switch r.classify(pth) {
 		case ClassExempt:
 			return "strict mode: only test files are writable until a test run on the current tree is red; " + path + " matches a TDD exemption category",
 				"write a failing test first, or request an exemption with workflow.request_exemption", ""
@@ -211,7 +212,7 @@ func (r *Rules) judgeWrite(p Position, path string) (reason, fix, review string)
 		return "strict mode: only test files are writable until a test run on the current tree is red (TDD red phase); " + path + " is a source file",
 			"write a test that fails (test paths: " + r.testPathList() + ") and run test.run", ""
 	case CodeWriting:
-		if r.classify(pth) == ClassTest {
+		if r.tests.Match(pth) {
 			return "test files are read-only in code_writing: the red test defines the change; " + path + " is a test file",
 				"change the code so the test passes; to change the test, cancel and start over", ""
 		}
@@ -226,7 +227,7 @@ func (r *Rules) judgeWrite(p Position, path string) (reason, fix, review string)
 		return "the " + string(p.Exemption.Category) + " exemption covers only " + strings.Join(p.Exemption.Paths, ", "),
 			"cancel and request a new exemption, or follow the TDD flow", ""
 	case RetroactiveTesting:
-		if r.classify(pth) == ClassTest {
+		if r.tests.Match(pth) {
 			return "", "", ""
 		}
 		return "retroactive_testing: only test files are writable; " + path + " is not a test file",
@@ -265,12 +266,40 @@ func badPath(p string) string {
 	return ""
 }
 
-func (r *Rules) testPathList() string {
+func (r *Rules) testPathList() string { return r.testList }
+
+// available is Available for the builtin catalog, precomputed per position
+// kind (a copy, so callers may keep or change it).
+func (r *Rules) available(p Position) []string {
+	return slices.Clone(r.avail[availKey(p)])
+}
+
+type posKey struct {
+	state  State
+	mode   Mode
+	exempt bool
+}
+
+func availKey(p Position) posKey { return posKey{p.State, p.Mode, p.Exemption != nil} }
+
+func (r *Rules) precompute() {
 	var all []string
 	for _, lang := range sortedKeys(r.testPaths) {
 		all = append(all, r.testPaths[lang]...)
 	}
-	return strings.Join(all, ", ")
+	r.testList = strings.Join(all, ", ")
+	r.avail = map[posKey][]string{}
+	for _, st := range States {
+		for _, md := range Modes {
+			for _, ex := range []bool{false, true} {
+				p := Position{State: st, Mode: md}
+				if ex {
+					p.Exemption = &Exemption{}
+				}
+				r.avail[availKey(p)] = r.Available(p, nil)
+			}
+		}
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -63,18 +64,25 @@ func (v *dirView) ChangedPaths() []string {
 // changeset) and records it as changed.
 func (v *dirView) write(t testing.TB, rel, content string) {
 	t.Helper()
-	p := filepath.Join(v.dir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := v.writeFile(rel, content); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func (v *dirView) writeFile(rel, content string) error {
+	p := filepath.Join(v.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	v.mu.Lock()
 	if !slices.Contains(v.changed, rel) {
 		v.changed = append(v.changed, rel)
 	}
 	v.mu.Unlock()
+	return nil
 }
 
 func (v *dirView) setChanged(paths ...string) {
@@ -112,7 +120,13 @@ type env struct {
 
 func newEnv(t testing.TB, mod func(*Options)) *env {
 	t.Helper()
-	e := &env{t: t, project: t.TempDir(), appr: &approver{}, mod: mod}
+	return newEnvIn(t, t.TempDir(), mod)
+}
+
+// newEnvIn opens the env of an existing project directory.
+func newEnvIn(t testing.TB, project string, mod func(*Options)) *env {
+	t.Helper()
+	e := &env{t: t, project: project, appr: &approver{}, mod: mod}
 	p, err := policy.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +230,14 @@ func copyDir(t testing.TB, from, to string) {
 // only what these fixtures need.
 func goTest(t testing.TB, v *dirView) testrun.Run {
 	t.Helper()
+	run, err := goTestRun(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+func goTestRun(v *dirView) (testrun.Run, error) {
 	view := v.ViewHash()
 	cmd := exec.Command("go", "test", "-json", "-count=1", "-cover", "./...")
 	cmd.Dir = v.dir
@@ -229,16 +251,16 @@ func goTest(t testing.TB, v *dirView) testrun.Run {
 	run.DurationMS = time.Since(start).Milliseconds()
 	// The plugin's answer goes through the contract's decoder, as the
 	// kernel's would; then the kernel stamps the view.
-	b, merr := json.Marshal(run)
-	if merr != nil {
-		t.Fatal(merr)
+	b, err := json.Marshal(run)
+	if err != nil {
+		return run, err
 	}
-	dec, derr := testrun.Decode(b)
-	if derr != nil {
-		t.Fatalf("decode run: %v\n%s", derr, b)
+	dec, err := testrun.Decode(b)
+	if err != nil {
+		return run, fmt.Errorf("decode run: %w\n%s", err, b)
 	}
 	dec.ViewHash = view
-	return dec
+	return dec, nil
 }
 
 var buildLineRe = regexp.MustCompile(`^(\S+\.go):(\d+):(\d+): (.*)$`)

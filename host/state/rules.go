@@ -90,6 +90,8 @@ type Rules struct {
 	exemptSet map[ExemptionCategory]*glob.Set
 	anyExempt *glob.Set
 	debt      DebtConfig
+	testList  string
+	avail     map[posKey][]string
 }
 
 // DefaultRules are the rules without a policy file.
@@ -140,6 +142,7 @@ func NewRules(testPaths map[string][]string, exemptions map[ExemptionCategory][]
 		return nil, uerr.New(CodeConfigInvalid, fmt.Sprintf("bad tech-debt thresholds: warn at a %g-point drop, lock at %g", debt.Warn, debt.Lockout),
 			"both are coverage drops below the baseline, and the lockout cannot come before the warning", "write e.g. warning_threshold: -2 and lockout_threshold: -5")
 	}
+	r.precompute()
 	return r, nil
 }
 
