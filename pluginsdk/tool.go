@@ -1,6 +1,7 @@
 package pluginsdk
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -140,4 +141,20 @@ func (s *ToolSet) Execute(ctx context.Context, call tool.Call, report func(tool.
 		return tool.Result{}, fmt.Errorf("marshal %s output: %w", call.Tool, err)
 	}
 	return tool.Result{OK: true, Output: b, Changes: tc.changes}, nil
+}
+
+// DecodeArgs unmarshals a tool's arguments into v strictly: unknown fields
+// and wrong types are a TOOL_ARGS_INVALID error the AI can act on. Empty
+// arguments count as `{}`.
+func DecodeArgs(toolName string, args json.RawMessage, v any) error {
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return uerr.Wrap(err, "TOOL_ARGS_INVALID", fmt.Sprintf("arguments to %s do not match its schema", toolName),
+			err.Error(), "send a JSON object with the documented fields and types")
+	}
+	return nil
 }

@@ -94,6 +94,10 @@ func shortID(id string) string {
 	return id
 }
 
+// containerName is unique per instance: the supervisor's instance ids are
+// "<plugin>-<random>", so the plugin-name prefix is dropped before the id is
+// shortened (otherwise every instance of a plugin with a name of 12 or more
+// characters got the same name, and a second one could not start).
 func containerName(spec LaunchSpec) string {
 	clean := func(s string) string {
 		return strings.Map(func(r rune) rune {
@@ -103,5 +107,5 @@ func containerName(spec LaunchSpec) string {
 			return '-'
 		}, s)
 	}
-	return "fluffy-" + clean(spec.Name) + "-" + clean(shortID(spec.InstanceID))
+	return "fluffy-" + clean(spec.Name) + "-" + clean(shortID(strings.TrimPrefix(spec.InstanceID, spec.Name+"-")))
 }

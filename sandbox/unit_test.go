@@ -273,3 +273,16 @@ func TestProxyRefusesWithoutDocker(t *testing.T) {
 		t.Fatalf("audit = %+v", evs)
 	}
 }
+
+func TestContainerNamesDifferPerInstance(t *testing.T) {
+	for _, name := range []string{"tool-fs", "tool-search", "a-very-long-plugin-name"} {
+		a := containerName(LaunchSpec{Name: name, InstanceID: name + "-0123456789abcdef"})
+		b := containerName(LaunchSpec{Name: name, InstanceID: name + "-fedcba9876543210"})
+		if a == b {
+			t.Errorf("two instances of %s share the container name %q", name, a)
+		}
+	}
+	if n := containerName(LaunchSpec{Name: "x", InstanceID: "other/id"}); n != "fluffy-x-other-id" {
+		t.Errorf("foreign instance id: %q", n)
+	}
+}

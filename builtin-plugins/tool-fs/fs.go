@@ -20,6 +20,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
+	"github.com/fluffy-waffle/fluffy/pluginsdk/toolpath"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -51,71 +52,6 @@ const (
 	schemaWrite  = `{"type":"object","properties":{"path":{"type":"string","minLength":1},"content":{"type":"string"},"expected_sha256":{"type":"string"},"delete":{"type":"boolean"}},"required":["path"],"additionalProperties":false}`
 )
 
-// decode unmarshals args strictly: unknown fields are an error.
-func decode(toolName string, args json.RawMessage, v any) error {
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(args)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return uerr.Wrap(err, "TOOL_ARGS_INVALID", fmt.Sprintf("arguments to %s do not match its schema", toolName),
-			err.Error(), "send a JSON object with the documented fields and types")
-	}
-	return nil
-}
-
-// cleanRel validates a project-relative path and returns it cleaned and
-// slash-separated ("." for the root).
-func cleanRel(p string) (string, error) {
-	if p == "" {
-		return ".", nil
-	}
-	if strings.ContainsRune(p, 0) {
-		return "", uerr.New("FS_PATH_INVALID", "path contains a NUL byte", "NUL cannot appear in file names", "send a plain relative path")
-	}
-	p = filepath.ToSlash(p)
-	if path.IsAbs(p) || filepath.IsAbs(p) || (len(p) > 1 && p[1] == ':') {
-		return "", uerr.New("FS_PATH_ABSOLUTE", fmt.Sprintf("path %q is absolute", p),
-			"tools only see the project, addressed by paths relative to its root", "use a path relative to the project root, e.g. \"src/main.go\"")
-	}
-	c := path.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", uerr.New("FS_PATH_ESCAPES", fmt.Sprintf("path %q leaves the project root", p),
-			"`..` would reach outside the project, which tools may not see", "use a path inside the project")
-	}
-	return c, nil
-}
-
-// openRoot opens the workspace as an os.Root, which refuses any traversal
-// (including through symlinks) that leaves it.
-func openRoot(tc *pluginsdk.ToolContext) (*os.Root, error) {
-	if tc.Workspace == "" {
-		return nil, uerr.New("FS_NOT_CONFIGURED", "tool-fs has no workspace", "the kernel did not send a workspace in Configure", "this is a kernel bug; report it")
-	}
-	r, err := os.OpenRoot(tc.Workspace)
-	if err != nil {
-		return nil, fmt.Errorf("open workspace %s: %w", tc.Workspace, err)
-	}
-	return r, nil
-}
-
-// fsErr turns an os error on a confined path into a structured error.
-func fsErr(rel string, err error) error {
-	var pe *fs.PathError
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return uerr.Wrap(err, "FS_NOT_FOUND", fmt.Sprintf("%s does not exist", rel), "no file or directory at that path in the project", "check the path with fs.list")
-	case errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes"):
-		return uerr.Wrap(err, "FS_PATH_ESCAPES", fmt.Sprintf("path %q leaves the project root", rel), "it goes through a symlink that points outside the project", "use a path whose target is inside the project")
-	case strings.Contains(err.Error(), "path escapes from parent"):
-		return uerr.Wrap(err, "FS_PATH_ESCAPES", fmt.Sprintf("path %q leaves the project root", rel), "it goes through a symlink that points outside the project", "use a path whose target is inside the project")
-	case errors.Is(err, fs.ErrPermission):
-		return uerr.Wrap(err, "FS_PERMISSION", fmt.Sprintf("%s is not readable", rel), err.Error(), "check the file's permissions")
-	}
-	return fmt.Errorf("%s: %w", rel, err)
-}
-
 func sum(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
@@ -137,26 +73,26 @@ type readResult struct {
 
 func fsRead(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (any, error) {
 	var a readArgs
-	if err := decode("fs.read", raw, &a); err != nil {
+	if err := pluginsdk.DecodeArgs("fs.read", raw, &a); err != nil {
 		return nil, err
 	}
-	rel, err := cleanRel(a.Path)
+	rel, err := toolpath.Clean(a.Path)
 	if err != nil {
 		return nil, err
 	}
-	root, err := openRoot(tc)
+	root, err := toolpath.OpenRoot("tool-fs", tc.Workspace)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
 	f, err := root.Open(rel)
 	if err != nil {
-		return nil, fsErr(rel, err)
+		return nil, toolpath.Err(rel, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fsErr(rel, err)
+		return nil, toolpath.Err(rel, err)
 	}
 	if st.IsDir() {
 		return nil, uerr.New("FS_IS_DIR", fmt.Sprintf("%s is a directory", rel), "fs.read reads files", "use fs.list for directories")
@@ -168,12 +104,12 @@ func fsRead(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (
 	limit = min(limit, maxReadLimit)
 	if a.Offset > 0 {
 		if _, err := f.Seek(int64(a.Offset), io.SeekStart); err != nil {
-			return nil, fsErr(rel, err)
+			return nil, toolpath.Err(rel, err)
 		}
 	}
 	buf, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
 	if err != nil {
-		return nil, fsErr(rel, err)
+		return nil, toolpath.Err(rel, err)
 	}
 	res := readResult{Path: rel, Size: st.Size()}
 	if len(buf) > limit {
@@ -209,21 +145,21 @@ func fsList(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (
 		Path      string `json:"path"`
 		Recursive bool   `json:"recursive"`
 	}
-	if err := decode("fs.list", raw, &a); err != nil {
+	if err := pluginsdk.DecodeArgs("fs.list", raw, &a); err != nil {
 		return nil, err
 	}
-	rel, err := cleanRel(a.Path)
+	rel, err := toolpath.Clean(a.Path)
 	if err != nil {
 		return nil, err
 	}
-	root, err := openRoot(tc)
+	root, err := toolpath.OpenRoot("tool-fs", tc.Workspace)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
 	st, err := root.Stat(rel)
 	if err != nil {
-		return nil, fsErr(rel, err)
+		return nil, toolpath.Err(rel, err)
 	}
 	if !st.IsDir() {
 		return nil, uerr.New("FS_NOT_DIR", fmt.Sprintf("%s is not a directory", rel), "fs.list lists directories", "use fs.read for files")
@@ -252,7 +188,7 @@ func fsList(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (
 		return nil
 	})
 	if walkErr != nil {
-		return nil, fsErr(rel, walkErr)
+		return nil, toolpath.Err(rel, walkErr)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return map[string]any{"path": rel, "entries": out, "truncated": truncated}, nil
@@ -262,14 +198,14 @@ func fsExists(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage)
 	var a struct {
 		Path string `json:"path"`
 	}
-	if err := decode("fs.exists", raw, &a); err != nil {
+	if err := pluginsdk.DecodeArgs("fs.exists", raw, &a); err != nil {
 		return nil, err
 	}
-	rel, err := cleanRel(a.Path)
+	rel, err := toolpath.Clean(a.Path)
 	if err != nil {
 		return nil, err
 	}
-	root, err := openRoot(tc)
+	root, err := toolpath.OpenRoot("tool-fs", tc.Workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -279,12 +215,12 @@ func fsExists(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage)
 		return map[string]any{"path": rel, "exists": false}, nil
 	}
 	if err != nil {
-		return nil, fsErr(rel, err)
+		return nil, toolpath.Err(rel, err)
 	}
 	if st.Mode()&fs.ModeSymlink != 0 {
 		// A symlink "exists" only if it resolves inside the root.
 		if _, err := root.Stat(rel); err != nil {
-			return nil, fsErr(rel, err)
+			return nil, toolpath.Err(rel, err)
 		}
 	}
 	return map[string]any{"path": rel, "exists": true, "type": entryType(st.Mode())}, nil
@@ -301,7 +237,7 @@ type writeArgs struct {
 // in <out>/<operation>/. The project itself is never written.
 func fsWrite(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (any, error) {
 	var a writeArgs
-	if err := decode("fs.write", raw, &a); err != nil {
+	if err := pluginsdk.DecodeArgs("fs.write", raw, &a); err != nil {
 		return nil, err
 	}
 	if a.Content == nil && !a.Delete {
@@ -310,14 +246,14 @@ func fsWrite(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) 
 	if a.Content != nil && len(*a.Content) > maxWriteBytes {
 		return nil, uerr.New("FS_TOO_LARGE", fmt.Sprintf("content for %s is %d bytes", a.Path, len(*a.Content)), fmt.Sprintf("fs.write accepts at most %d bytes", maxWriteBytes), "split the file or write it in parts")
 	}
-	rel, err := cleanRel(a.Path)
+	rel, err := toolpath.Clean(a.Path)
 	if err != nil {
 		return nil, err
 	}
 	if rel == "." {
 		return nil, uerr.New("FS_IS_DIR", "cannot write the project root", "the path names the root directory", "name a file inside the project")
 	}
-	root, err := openRoot(tc)
+	root, err := toolpath.OpenRoot("tool-fs", tc.Workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -329,11 +265,11 @@ func fsWrite(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) 
 		// A missing file is fine, but its parent must not escape through a symlink.
 		if dir := path.Dir(rel); dir != "." {
 			if _, perr := root.Stat(dir); perr != nil && !errors.Is(perr, fs.ErrNotExist) {
-				return nil, fsErr(rel, perr)
+				return nil, toolpath.Err(rel, perr)
 			}
 		}
 	} else if err != nil {
-		return nil, fsErr(rel, err)
+		return nil, toolpath.Err(rel, err)
 	}
 	before := ""
 	if exists {

@@ -320,6 +320,15 @@ func (p *Pattern) Match(pth Path) bool {
 	return seqMatch(p.anc, segs)
 }
 
+// MatchSelf reports whether the pattern matches the path itself, not
+// merely one of its ancestor directories, ignoring negation. A walker that
+// prunes matched directories (a .gitignore reader applying git's
+// last-match-wins per path) needs this; Match answers the policy question
+// "is this path covered".
+func (p *Pattern) MatchSelf(pth Path) bool {
+	return len(pth.segs) > 0 && (!p.dirOnly || pth.isDir) && seqMatch(p.full, pth.segs)
+}
+
 // Set is a list of patterns: a path matches when some include matches it
 // and no exclude does. An empty Set, or one with only excludes, matches
 // nothing.

@@ -154,3 +154,34 @@ func TestManyDoubleStarsStayPolynomial(t *testing.T) {
 		t.Fatal("did not match")
 	}
 }
+
+func TestMatchSelf(t *testing.T) {
+	cases := []struct {
+		pat, path string
+		self, any bool // MatchSelf, Match
+	}{
+		{"build", "build/", true, true},
+		{"build", "build/x.o", false, true}, // only through the ancestor
+		{"important/", "important/a.log", false, true},
+		{"important/", "important/", true, true},
+		{"*.log", "a/b.log", true, true},
+		{"a/**", "a/x/y", true, true},
+		{"a/**", "a/", false, false},
+		{"/a/b", "a/b", true, true},
+		{"/a/b", "a/b/c", false, true},
+		{"dir/", "dir", false, false}, // a file named dir
+	}
+	for _, c := range cases {
+		p, err := Compile(c.pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pth := ParsePath(c.path)
+		if got := p.MatchSelf(pth); got != c.self {
+			t.Errorf("%q.MatchSelf(%q) = %v, want %v", c.pat, c.path, got, c.self)
+		}
+		if got := p.Match(pth); got != c.any {
+			t.Errorf("%q.Match(%q) = %v, want %v", c.pat, c.path, got, c.any)
+		}
+	}
+}

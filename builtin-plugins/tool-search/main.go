@@ -1,0 +1,13 @@
+package main
+
+import (
+	"github.com/fluffy-waffle/fluffy/pluginsdk"
+)
+
+// version is stamped by the build; it must match plugin.yaml.
+const version = "0.1.0"
+
+func main() {
+	logger := pluginsdk.NewLogger("tool-search")
+	pluginsdk.ServeTool(newToolSet(logger))
+}

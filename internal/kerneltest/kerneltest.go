@@ -1,0 +1,179 @@
+package kerneltest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/manifests"
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// builds caches binaries built by this test process (package dir → path).
+var builds struct {
+	sync.Mutex
+	dir string
+	bin map[string]string
+}
+
+// repoRoot is the module root, found from this file's location.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Build compiles a main package of this repository (a path relative to the
+// repository root, e.g. "builtin-plugins/tool-search") statically, once per
+// test process, and returns the binary's path.
+func Build(tb testing.TB, pkg string) string {
+	tb.Helper()
+	builds.Lock()
+	defer builds.Unlock()
+	if p, ok := builds.bin[pkg]; ok {
+		return p
+	}
+	if builds.dir == "" {
+		d, err := os.MkdirTemp("", "fluffy-kt-bin")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		_ = os.Chmod(d, 0o755)
+		builds.dir, builds.bin = d, map[string]string{}
+	}
+	dir := filepath.Join(builds.dir, filepath.Base(pkg))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./"+pkg)
+	cmd.Dir = repoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	builds.bin[pkg] = out
+	return out
+}
+
+// Stage builds a builtin plugin and puts it with its stamped plugin.yaml in
+// a directory of its own, ready to install; it returns that directory.
+func Stage(tb testing.TB, pkg string) string {
+	tb.Helper()
+	bin := Build(tb, pkg)
+	dir := filepath.Dir(bin)
+	data, err := os.ReadFile(filepath.Join(repoRoot(), pkg, "plugin.yaml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sum, err := manifests.FileSHA256(bin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stamped, err := manifests.StampSHA256(data, sum)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plugin.yaml"), stamped, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+// Env is a running kernel with builtin plugins installed.
+type Env struct {
+	Kernel    *kernel.Kernel
+	Home      string
+	Workspace string
+}
+
+// Options tune Start.
+type Options struct {
+	// Sandbox is the L2 runtime (default docker).
+	Sandbox string
+	// Logger defaults to warnings on stderr.
+	Logger hclog.Logger
+}
+
+// Start opens a kernel on workspace with the docker sandbox and installs
+// the builtin plugins (repository-relative package dirs). Without Docker it
+// skips the test, unless FLUFFY_REQUIRE_DOCKER is set.
+func Start(tb testing.TB, workspace string, o Options, plugins ...string) *Env {
+	tb.Helper()
+	// Unix socket paths are limited to 108 bytes: a short home under /tmp.
+	home, err := os.MkdirTemp("", "fh")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_ = os.Chmod(home, 0o755)
+	tb.Cleanup(func() { os.RemoveAll(home) })
+	adapter := Build(tb, "builtin-plugins/runtime-docker")
+	env := map[string]string{"FLUFFY_RUNTIME_ADAPTER": adapter, "DOCKER_HOST": os.Getenv("DOCKER_HOST")}
+	if o.Logger == nil {
+		o.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})
+	}
+	ctx := context.Background()
+	var dirs []string
+	for _, p := range plugins {
+		dirs = append(dirs, Stage(tb, p))
+	}
+	tb.Logf("opening kernel home=%s ws=%s", home, workspace)
+	k, err := kernel.Open(ctx, kernel.Options{Home: home, Workspace: workspace, Sandbox: o.Sandbox,
+		Getenv: func(k string) string { return env[k] }, Logger: o.Logger})
+	if err != nil {
+		if uerr.HasCode(err, "RUNTIME_UNREACHABLE") && os.Getenv("FLUFFY_REQUIRE_DOCKER") == "" {
+			tb.Skipf("Docker is not available: %v", err)
+		}
+		tb.Fatal(err)
+	}
+	tb.Cleanup(k.Close)
+	for _, d := range dirs {
+		if _, err := k.Registry.Install(ctx, d, registry.InstallOptions{BuiltinDirs: dirs}); err != nil {
+			tb.Fatal(err)
+		}
+		spec, err := k.Registry.Runnable(filepath.Base(d))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := k.Plugins.Add(spec); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return &Env{Kernel: k, Home: home, Workspace: workspace}
+}
+
+// Call runs one tool call through the kernel's supervisor; a transport
+// error fails the test.
+func (e *Env) Call(tb testing.TB, plugin, toolName, opID, args string) tool.Result {
+	tb.Helper()
+	r, err := e.Kernel.Plugins.CallTool(context.Background(), plugin, tool.Call{ID: opID, OperationID: opID, Tool: toolName, Args: json.RawMessage(args)}, nil)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", plugin, toolName, err)
+	}
+	return r
+}
+
+// OutDir is the host directory of the running instance's /out.
+func (e *Env) OutDir(tb testing.TB, plugin string) string {
+	tb.Helper()
+	st, err := e.Kernel.Plugins.Stats(plugin)
+	if err != nil || st.InstanceID == "" {
+		tb.Fatalf("plugin %s is not running: %v", plugin, err)
+	}
+	return filepath.Join(e.Workspace, ".fluffy", "out", st.InstanceID)
+}
+
+// String describes the environment for failure messages.
+func (e *Env) String() string {
+	return fmt.Sprintf("kernel home %s, workspace %s", e.Home, e.Workspace)
+}
