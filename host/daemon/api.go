@@ -1,0 +1,103 @@
+package daemon
+
+import "github.com/fluffy-waffle/fluffy/host/agent"
+
+// The kernel's IPC methods for the CLI (params and results are JSON). The
+// channel itself answers ping and ipc.cancel.
+const (
+	MethodStatus   = "kernel.status"
+	MethodShutdown = "kernel.shutdown"
+	// MethodTaskRun runs one task: its events (agent.Event) stream as IPC
+	// events; the result is the final agent.DoneEvent.
+	MethodTaskRun = "task.run"
+	// MethodTaskAttach re-streams the running (or last) task of a session
+	// from AttachParams.AfterSeq, then follows it live.
+	MethodTaskAttach = "task.attach"
+	MethodTaskCancel = "task.cancel"
+	// MethodReviewRespond answers a review_requested event.
+	MethodReviewRespond = "review.respond"
+	MethodSessionStatus = "session.status"
+	MethodSessionBudget = "session.budget"
+	MethodSessionPin    = "session.pin"
+	MethodSessionMode   = "session.mode"
+	MethodSessionUndo   = "session.undo"
+	MethodSessionList   = "session.list"
+	MethodSessionShow   = "session.show"
+	MethodSessionResume = "session.resume"
+	MethodSessionArch   = "session.archive"
+)
+
+// TaskParams start a task.
+type TaskParams struct {
+	Prompt   string `json:"prompt"`
+	Session  string `json:"session,omitempty"` // empty: the project's current session (created if none)
+	Mode     string `json:"mode,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Yes auto-approves what the policy allows to be auto-approved, never
+	// more.
+	Yes bool `json:"yes,omitempty"`
+	// Interactive: a person can answer reviews on this connection. Without
+	// it (and without Yes) a needed review stops the task with a clear
+	// message instead of waiting.
+	Interactive bool `json:"interactive,omitempty"`
+}
+
+// AttachParams follow a session's task.
+type AttachParams struct {
+	Session  string `json:"session,omitempty"`
+	AfterSeq int64  `json:"after_seq,omitempty"`
+}
+
+// CancelParams cancel a session's running task.
+type CancelParams struct {
+	Session string `json:"session,omitempty"`
+}
+
+// ReviewResponse answers one review.
+type ReviewResponse struct {
+	Session  string   `json:"session,omitempty"`
+	ReviewID string   `json:"review_id"`
+	Decision string   `json:"decision"` // approve, reject
+	Files    []string `json:"files,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+	Scope    string   `json:"scope,omitempty"` // once, session, always
+}
+
+// SessionParams name a session (empty: the current one).
+type SessionParams struct {
+	Session string `json:"session,omitempty"`
+	Text    string `json:"text,omitempty"` // session.pin
+	Mode    string `json:"mode,omitempty"` // session.mode
+}
+
+// SessionStatus answers session.status (and /status in the REPL).
+type SessionStatus struct {
+	Session  string   `json:"session"`
+	Mode     string   `json:"mode"`
+	State    string   `json:"state"`
+	Writable []string `json:"writable,omitempty"`
+	// Why explains what is and is not writable now, and why.
+	Why      string `json:"why,omitempty"`
+	Pending  int    `json:"pending_changes"`
+	Running  bool   `json:"running"`
+	L1       bool   `json:"l1"`
+	Sandbox  string `json:"sandbox"`
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Budget is the last task's consumption; Debt the tech-debt budget.
+	Budget *agent.BudgetEvent `json:"budget,omitempty"`
+	Debt   string             `json:"debt,omitempty"`
+}
+
+// SessionInfo is one entry of session.list.
+type SessionInfo struct {
+	ID       string `json:"id"`
+	Created  string `json:"created"`
+	Updated  string `json:"updated"`
+	Mode     string `json:"mode"`
+	State    string `json:"state"`
+	Pending  int    `json:"pending_changes"`
+	Archived bool   `json:"archived,omitempty"`
+	Title    string `json:"title,omitempty"` // the first task's prompt, bounded
+}
