@@ -31,6 +31,8 @@ const (
 	restartLimit  = 3
 	restartWindow = 5 * time.Minute
 	readyTimeout  = 60 * time.Second
+	// superviseInterval is how often a running CLI pings its kernel.
+	superviseInterval = 2 * time.Second
 )
 
 // l1Flags are the L1 container's fixed security settings (constants, never

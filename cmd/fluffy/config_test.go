@@ -55,3 +55,18 @@ func TestConfigCommands(t *testing.T) {
 		t.Fatalf("bad provider accepted: %s", errOut)
 	}
 }
+
+func TestTaskDispatch(t *testing.T) {
+	c := newCLI(t)
+	// A mistyped command is not sent to a model as a task.
+	if _, errOut, code := c.run("plugn"); code != 2 || !strings.Contains(errOut, "fluffy plugin") {
+		t.Fatalf("typo: %d %s", code, errOut)
+	}
+	// No terminal and no task: the shell refuses with a way forward.
+	if _, errOut, code := c.run(); code != 2 || !strings.Contains(errOut, "--json") {
+		t.Fatalf("no tty: %d %s", code, errOut)
+	}
+	if _, errOut, code := c.run("--mode", "sideways", "do it"); code == 0 || !strings.Contains(errOut, "strict") {
+		t.Fatalf("bad mode: %d %s", code, errOut)
+	}
+}

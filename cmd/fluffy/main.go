@@ -85,21 +85,68 @@ func stdinIsTTY() bool {
 // reported failure, 2 a usage error.
 func run(args []string, e *env) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		usage(e.stdout, cmds)
 		return 0
 	}
-	for _, c := range cmds {
-		if c.name == args[0] {
-			if err := c.run(e, args[1:]); err != nil {
-				return report(e, err)
+	if len(args) > 0 {
+		for _, c := range cmds {
+			if c.name == args[0] {
+				if err := c.run(e, args[1:]); err != nil {
+					return report(e, err)
+				}
+				return 0
 			}
-			return 0
 		}
 	}
-	return report(e, uerr.New("USAGE", fmt.Sprintf("unknown command %q", args[0]),
-		"fluffy does not have a subcommand by that name",
-		"run `fluffy help` to list the commands"))
+	// Not a command: `fluffy [flags] ["task"]` — a one-shot task, or the
+	// interactive shell when there is no task.
+	f, err := parseTaskFlags(args)
+	if err != nil {
+		return report(e, err)
+	}
+	if near := nearCommand(f.prompt, cmds); near != "" {
+		return report(e, uerr.New("USAGE", fmt.Sprintf("unknown command %q", f.prompt),
+			"it looks like a mistyped command, not a task", fmt.Sprintf("did you mean `fluffy %s`? To run it as a task, write a sentence: fluffy \"...\"", near)))
+	}
+	if f.prompt == "" {
+		return runREPL(e, f)
+	}
+	return runOneShot(e, f)
+}
+
+// nearCommand returns a command name prompt is probably a typo of: a
+// single word within two edits of a command.
+func nearCommand(prompt string, cmds []command) string {
+	if prompt == "" || strings.ContainsAny(prompt, " \t") {
+		return ""
+	}
+	for _, c := range cmds {
+		if editDistance(prompt, c.name) <= 2 {
+			return c.name
+		}
+	}
+	return ""
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // exitCoder lets a command choose its exit status (e.g. conformance: 1 when a

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/host/config"
+	"github.com/fluffy-waffle/fluffy/host/daemon"
+	"github.com/fluffy-waffle/fluffy/host/ipc"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// taskFlags are the flags of `fluffy [flags] ["task"]`.
+type taskFlags struct {
+	mode, provider, model, l1, project string
+	yes, json                          bool
+	prompt                             string
+}
+
+func parseTaskFlags(args []string) (taskFlags, error) {
+	var f taskFlags
+	fs := newFlags("fluffy")
+	fs.StringVar(&f.mode, "mode", "", "workflow mode to start in: strict, explore, debug (explore/debug go through the policy)")
+	fs.StringVar(&f.provider, "provider", "", "AI provider: openai, anthropic, ollama, replay")
+	fs.StringVar(&f.model, "model", "", "model name")
+	fs.StringVar(&f.l1, "l1", "", "where the kernel runs: docker (an L1 container) or none (a local process)")
+	fs.StringVar(&f.project, "project", ".", "project directory")
+	fs.BoolVar(&f.yes, "yes", false, "auto-approve what the policy allows to be auto-approved (never more)")
+	fs.BoolVar(&f.json, "json", false, "print the event stream as JSON lines (for scripts and CI)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return f, usageErr("fluffy", err.Error(), `usage: fluffy [--mode M] [--provider P] [--model M] [--yes] [--json] [--l1 docker|none] ["task"]`)
+	}
+	f.prompt = strings.TrimSpace(strings.Join(pos, " "))
+	return f, nil
+}
+
+// flagValues turns the set flags into config keys (flags win over all).
+func (f taskFlags) flagValues() map[string]string {
+	m := map[string]string{}
+	for k, v := range map[string]string{"mode": f.mode, "provider": f.provider, "model": f.model, "l1": f.l1} {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// session connects to (starting if needed) the project's kernel.
+type session struct {
+	e       *env
+	cfg     *config.Config
+	project string
+	boot    *bootstrap
+	mu      sync.Mutex
+	cl      *ipc.Client
+}
+
+func openSession(ctx context.Context, e *env, f taskFlags, progress func(string)) (*session, error) {
+	project, err := existingDir(f.project)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(config.Options{UserFile: config.UserFile(e.home), ProjectFile: config.ProjectFile(project), Getenv: e.getenv, Flags: f.flagValues()})
+	if err != nil {
+		return nil, err
+	}
+	b := newBootstrap(e, project, cfg.String("l1") == "docker", progress)
+	cl, err := b.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &session{e: e, cfg: cfg, project: project, boot: b, cl: cl}, nil
+}
+
+func (s *session) client() *ipc.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cl
+}
+
+// supervise keeps the kernel alive for the life of ctx (restarts within
+// the bootstrap's limit); onFatal hears when it gives up.
+func (s *session) supervise(ctx context.Context, onFatal func(error)) {
+	go func() {
+		if err := s.boot.supervise(ctx, s.client(), superviseInterval, func(n *ipc.Client) {
+			s.mu.Lock()
+			s.cl = n
+			s.mu.Unlock()
+		}); err != nil {
+			onFatal(err)
+		}
+	}()
+}
+
+func (s *session) call(ctx context.Context, method string, params any, out any) error {
+	res, err := s.client().Call(ctx, method, params, nil)
+	if err != nil {
+		return err
+	}
+	if out != nil {
+		return json.Unmarshal(res, out)
+	}
+	return nil
+}
+
+// reviewer answers review_requested events for a person at a terminal.
+type reviewer interface {
+	review(ctx context.Context, rv *agent.ReviewEvent) (daemon.ReviewResponse, error)
+}
+
+// runTask runs one task to its end: events go to the renderer (or as JSON
+// lines), reviews to rev (nil: none possible), Ctrl-C cancels the task,
+// a second Ctrl-C abandons it. It returns the final done event.
+func (s *session) runTask(ctx context.Context, p daemon.TaskParams, render func(agent.Event), rev reviewer) (*agent.DoneEvent, error) {
+	reviews := make(chan *agent.ReviewEvent, 8)
+	var done *agent.DoneEvent
+	type result struct {
+		raw json.RawMessage
+		err error
+	}
+	resc := make(chan result, 1)
+	tctx, abandon := context.WithCancel(ctx)
+	defer abandon()
+	go func() {
+		raw, err := s.client().Call(tctx, daemon.MethodTaskRun, p, func(b json.RawMessage) {
+			var ev agent.Event
+			if json.Unmarshal(b, &ev) != nil {
+				return
+			}
+			render(ev)
+			if ev.Type == agent.EventReviewRequested && ev.Review != nil {
+				reviews <- ev.Review
+			}
+		})
+		resc <- result{raw, err}
+	}()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	cancelled := false
+	for {
+		select {
+		case r := <-resc:
+			if r.err != nil {
+				return nil, r.err
+			}
+			if err := json.Unmarshal(r.raw, &done); err != nil || done == nil {
+				return nil, fmt.Errorf("kernel answered task.run with %s", r.raw)
+			}
+			return done, nil
+		case rv := <-reviews:
+			if rev == nil {
+				continue // the kernel stops the task itself when nobody can answer
+			}
+			resp, err := rev.review(tctx, rv)
+			if err != nil {
+				continue
+			}
+			resp.ReviewID, resp.Session = rv.ID, p.Session
+			if err := s.call(ctx, daemon.MethodReviewRespond, resp, nil); err != nil {
+				fmt.Fprint(s.e.stderr, uerr.From(err).Render())
+			}
+		case <-sig:
+			if cancelled {
+				return &agent.DoneEvent{Status: agent.StatusCancelled, Reason: "abandoned (second Ctrl-C)"}, nil
+			}
+			cancelled = true
+			fmt.Fprintln(s.e.stderr, "\n  cancelling… (Ctrl-C again to leave without waiting)")
+			go func() { _ = s.call(ctx, daemon.MethodTaskCancel, daemon.CancelParams{Session: p.Session}, nil) }()
+		}
+	}
+}
+
+// lineReviewer asks on a plain line-based terminal (one-shot runs).
+type lineReviewer struct {
+	in  *bufio.Reader
+	out io.Writer
+}
+
+func (l lineReviewer) review(_ context.Context, rv *agent.ReviewEvent) (daemon.ReviewResponse, error) {
+	fmt.Fprint(l.out, "review> ")
+	line, err := l.in.ReadString('\n')
+	if err != nil {
+		return daemon.ReviewResponse{}, err
+	}
+	return parseReviewAnswer(strings.TrimSpace(line))
+}
+
+// parseReviewAnswer reads /approve [FILE…|once|session|always] and
+// /reject [reason] (also y/n).
+func parseReviewAnswer(line string) (daemon.ReviewResponse, error) {
+	word, rest, _ := strings.Cut(line, " ")
+	rest = strings.TrimSpace(rest)
+	switch word {
+	case "/approve", "y", "yes":
+		r := daemon.ReviewResponse{Decision: "approve", Scope: "once"}
+		for _, f := range strings.Fields(rest) {
+			switch f {
+			case "once", "session", "always":
+				r.Scope = f
+			default:
+				r.Files = append(r.Files, f)
+			}
+		}
+		return r, nil
+	case "/reject", "n", "no":
+		return daemon.ReviewResponse{Decision: "reject", Reason: rest}, nil
+	}
+	return daemon.ReviewResponse{}, uerr.New("USAGE", "not a review answer: "+line, "a review waits for /approve or /reject", "type /approve, /approve FILE…, or /reject [reason]")
+}
+
+// runOneShot implements `fluffy "task"`: exit 0 done, 1 failed, 2 usage,
+// 3 stopped by a limit, 4 rejected in review.
+func runOneShot(e *env, f taskFlags) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	progress := func(s string) {
+		if !f.json {
+			fmt.Fprintf(e.stderr, "  %s…\n", s)
+		}
+	}
+	s, err := openSession(ctx, e, f, progress)
+	if err != nil {
+		return report(e, err)
+	}
+	defer s.client().Close()
+	fatal := make(chan error, 1)
+	s.supervise(ctx, func(err error) { fatal <- err })
+	var render func(agent.Event)
+	var r *renderer
+	if f.json {
+		enc := json.NewEncoder(e.stdout)
+		var mu sync.Mutex
+		render = func(ev agent.Event) { mu.Lock(); _ = enc.Encode(ev); mu.Unlock() }
+	} else {
+		r = newRenderer(e.stdout, colorOn(e, s.cfg), e.isTTY)
+		render = r.Event
+		defer r.Close()
+	}
+	interactive := e.isTTY && !f.json
+	var rev reviewer
+	if interactive {
+		rev = lineReviewer{in: bufio.NewReader(e.stdin), out: e.stdout}
+	}
+	done, err := s.runTask(ctx, daemon.TaskParams{Prompt: f.prompt, Mode: f.mode, Provider: s.cfg.String("provider"), Model: s.cfg.String("model"), Yes: f.yes, Interactive: interactive}, render, rev)
+	select {
+	case ferr := <-fatal:
+		return report(e, ferr)
+	default:
+	}
+	if err != nil {
+		return report(e, err)
+	}
+	return agent.ExitCode(done.Status)
+}
+
+// colorOn: NO_COLOR always wins, then the color setting, then whether
+// stdout is a terminal.
+func colorOn(e *env, cfg *config.Config) bool {
+	if _, set := os.LookupEnv("NO_COLOR"); set || e.getenv("NO_COLOR") != "" {
+		return false
+	}
+	switch cfg.String("color") {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	return stdoutIsTTY(e)
+}
+
+func stdoutIsTTY(e *env) bool {
+	f, ok := e.stdout.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func historyFile(e *env) string { return filepath.Join(e.home, "history") }
