@@ -54,6 +54,9 @@ const (
 	CodeBadOutputMode  = "MANIFEST_BAD_OUTPUT_MODE"
 	CodeBadLifetime    = "MANIFEST_BAD_LIFETIME"
 	CodeBadNetworkHost = "MANIFEST_BAD_NETWORK_HOST"
+	CodeBadPathDecl    = "MANIFEST_BAD_PATH_DECL"
+
+	CodeCapabilityUndeclared = "MANIFEST_CAPABILITY_UNDECLARED"
 
 	CodeEntryMissing     = "MANIFEST_ENTRY_MISSING"
 	CodeEntryNotRegular  = "MANIFEST_ENTRY_NOT_REGULAR"

@@ -124,6 +124,9 @@ type Tool struct {
 	// ParametersJSON is the parameters schema as canonical JSON (object keys
 	// sorted), ready to hand to a model provider.
 	ParametersJSON []byte
+	// Paths declares which arguments are project paths and whether the
+	// tool reads or writes them (see PathDecl).
+	Paths []PathDecl
 
 	schema *jsonschema.Schema
 }

@@ -278,7 +278,7 @@ func (d *decoder) document(data []byte) *Manifest {
 var topFields = []string{"name", "version", "kind", "description", "author", "entry", "sha256",
 	"api_versions", "sandbox", "required_capabilities", "tags", "tools", "provider"}
 var sandboxFields = []string{"template", "memory", "cpus", "pids", "timeout"}
-var toolFields = []string{"name", "summary", "parameters", "output_mode", "lifetime"}
+var toolFields = []string{"name", "summary", "parameters", "output_mode", "lifetime", "paths"}
 var providerFields = []string{"network"}
 
 // renamed holds fields from older drafts (seed 000) with the fix to use now.
@@ -695,6 +695,9 @@ func (d *decoder) tool(n *yaml.Node, path string) Tool {
 	}
 	if v, ok := tf["lifetime"]; ok {
 		t.Lifetime, _ = d.str(v, join(path, "lifetime"))
+	}
+	if v, ok := tf["paths"]; ok {
+		t.Paths = d.paths(v, join(path, "paths"))
 	}
 	return t
 }

@@ -363,6 +363,7 @@ func (c *checker) tools(m *Manifest) {
 		if t.Lifetime != "" && t.Lifetime != LifetimeSession && t.Lifetime != LifetimePerCall {
 			c.add(base+".lifetime", CodeBadLifetime, fmt.Sprintf("lifetime %q is not known", clip(t.Lifetime)), "", `use "session" (default) or "per_call"`)
 		}
+		c.checkPaths(m, i)
 		if t.ParametersJSON == nil {
 			c.missing(base + ".parameters")
 			continue

@@ -206,7 +206,7 @@ func (e *Engine) evaluate(ctx context.Context, pol *Policy, req *Request, o eval
 	}
 
 	// Fast path: a valid capability token skips the YAML and extension layers.
-	if o.tokens && req.Token != nil {
+	if o.tokens && req.Token != nil && !p.root { // tokens never cover the project root
 		b := token.Binding{Instance: req.Caller.Instance, PID: req.Peer.PID, ContainerID: req.Peer.ContainerID}
 		var st token.Status
 		if o.peek {
@@ -351,6 +351,10 @@ func (e *Engine) Issue(ctx context.Context, req Request, scope token.Scope) (tok
 	// The token covers exactly the path that was evaluated: a wider glob
 	// would let it skip YAML rules never evaluated for the other paths.
 	scope.Paths = nil
+	if req.Path != "" && isRoot(req.Path) {
+		return token.Token{}, res, uerr.New("POLICY_TOKEN_SCOPE", "no capability tokens for the project root",
+			"a token covers exactly one file or directory below the root", "request a token for a path inside the project")
+	}
 	if req.Path != "" {
 		scope.Paths = []string{"/" + escapeGlob(glob.ParsePath(req.Path).String())}
 	}

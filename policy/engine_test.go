@@ -250,6 +250,10 @@ func TestLoadErrors(t *testing.T) {
 		{"failing counter-example", "capabilities:\n  - name: a\n    match: { syscall: fs.write, path_glob: [\"src/**\"] }\n    action: allow\n    counter_examples:\n      - { syscall: fs.write, path: src/a.go }\n", CodeExampleFailed, "test.yaml:6"},
 		{"example blocked by except", "capabilities:\n  - name: a\n    match: { syscall: fs.write }\n    except: [ { path_glob: [\"*.md\"] } ]\n    action: allow\n    examples:\n      - { syscall: fs.write, path: README.md }\n", CodeExampleFailed, "test.yaml:7"},
 		{"version", "version: 2\n", CodeBadValue, "test.yaml:1"},
+		{"sanitize bad regex", "sanitize:\n  patterns:\n    - {name: a, regex: \"tok_[\"}\n", CodeBadValue, "test.yaml:3"},
+		{"sanitize matches empty", "sanitize:\n  patterns:\n    - {name: a, regex: \"x*\"}\n", CodeBadValue, "test.yaml:3"},
+		{"sanitize no name", "sanitize:\n  patterns:\n    - {regex: \"x+\"}\n", CodeBadValue, "test.yaml:3"},
+		{"sanitize unknown field", "sanitize:\n  pattern: []\n", CodeUnknownField, "test.yaml:2"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -530,5 +534,49 @@ func TestDeepPathBeyondStackBuffer(t *testing.T) {
 		if r := e.Evaluate(context.Background(), Request{Syscall: "fs.write", Path: c.path}); r.Decision != c.want {
 			t.Errorf("%s: %v (%v), want %v", c.path, r.Decision, r.Reasons, c.want)
 		}
+	}
+}
+
+// TestProjectRoot: "." names the project root. It is a valid path (not an
+// "empty path" confinement deny), only "**" patterns match it, and no
+// capability token covers it.
+func TestProjectRoot(t *testing.T) {
+	p, err := Load("root.yaml", []byte(`capabilities:
+  - name: list-all
+    match: {syscall: fs.list, path_glob: ["**"]}
+    action: allow
+  - name: read-src
+    match: {syscall: fs.read, path_glob: ["src/**", "*"]}
+    action: allow
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(p, Options{})
+	for _, c := range []struct {
+		syscall, path string
+		want          Action
+	}{
+		{"fs.list", ".", Allow},
+		{"fs.list", "./", Allow},
+		{"fs.list", "./.", Allow},
+		{"fs.read", ".", Deny}, // neither src/** nor * matches the root
+		{"fs.list", "..", Deny},
+		{"fs.list", "./..", Deny},
+		{"fs.list", "/", Deny},
+	} {
+		if got := e.Evaluate(context.Background(), Request{Syscall: c.syscall, Path: c.path}); got.Decision != c.want {
+			t.Errorf("%s %q: %s %v, want %s", c.syscall, c.path, got.Decision, got.Reasons, c.want)
+		}
+	}
+	if _, _, err := e.Issue(context.Background(), Request{Syscall: "fs.list", Path: ".", Caller: Caller{Instance: "i"}}, token.Scope{}); err == nil {
+		t.Error("a token for the root was issued")
+	}
+}
+
+func TestSanitizeSection(t *testing.T) {
+	p := mustLoad(t, "sanitize:\n  patterns:\n    - {name: itk, regex: 'itk_[a-z0-9]{8,}'}\n")
+	if len(p.Sanitize) != 1 || p.Sanitize[0].Name != "itk" || !p.Sanitize[0].Re.MatchString("x itk_abcdefgh1") {
+		t.Fatalf("sanitize: %+v", p.Sanitize)
 	}
 }

@@ -72,6 +72,9 @@ type Policy struct {
 	Mode       Mode
 	Rules      []*Rule // canonical order: by syscall bucket, deny first, then name
 	Extensions []string
+	// Sanitize are the user's secret patterns for tool output (section
+	// `sanitize`).
+	Sanitize []SanitizePattern
 	// Sections holds the other top-level sections (network_whitelist,
 	// tdd_exemptions, ...) for the modules that own them.
 	Sections map[string]*yaml.Node
@@ -111,7 +114,7 @@ func (ix *ruleIndex) lookup(syscall string) []*Rule {
 
 // otherSections are top-level sections other modules own; they are kept
 // as YAML nodes. Anything else at the top level is an error.
-var otherSections = []string{"network_whitelist", "test_paths", "tdd_exemptions", "tech_debt", "audit", "sanitize"}
+var otherSections = []string{"network_whitelist", "test_paths", "tdd_exemptions", "tech_debt", "audit"}
 
 var (
 	syscallRe      = regexp.MustCompile(`^(\*|[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*(\.\*)?)$`)
@@ -252,7 +255,7 @@ func (l *loader) list(n *yaml.Node, what string) ([]string, error) {
 }
 
 func (l *loader) top(n *yaml.Node) error {
-	known := append([]string{"version", "mode", "capabilities", "extensions"}, otherSections...)
+	known := append([]string{"version", "mode", "capabilities", "extensions", "sanitize"}, otherSections...)
 	var capNode *yaml.Node
 	err := l.mapping(n, "the policy file", known, func(key string, k, v *yaml.Node) error {
 		switch key {
@@ -277,6 +280,8 @@ func (l *loader) top(n *yaml.Node) error {
 				return err
 			}
 			l.p.Extensions = xs
+		case "sanitize":
+			return l.sanitize(v)
 		default:
 			l.p.Sections[key] = v
 		}

@@ -81,7 +81,7 @@ func (c *cond) matches(p *prepared) bool {
 			return false
 		}
 	}
-	if c.paths != nil && (!p.pathOK || !c.paths.Match(p.path)) {
+	if c.paths != nil && (!p.pathOK || !p.matchSet(c.paths)) {
 		return false
 	}
 	if c.hosts.set {
@@ -203,6 +203,7 @@ type prepared struct {
 	inFluffy bool // the path's first segment is .fluffy, in any case
 	path     glob.Path
 	pathOK   bool   // a valid path is present
+	root     bool   // the path is the project root itself (".", "./")
 	badWhy   string // why the path is invalid ("" when fine or absent)
 	host     string
 }
@@ -236,11 +237,38 @@ func prepareBuf(r *Request, buf []string) prepared {
 		}
 	}
 	if p.badWhy == "" && p.path.Empty() {
-		p.badWhy = "empty path"
+		if isRoot(r.Path) {
+			p.root = true
+		} else {
+			p.badWhy = "empty path"
+		}
 	}
 	p.pathOK = p.badWhy == ""
 	p.inFluffy = p.pathOK && strings.EqualFold(p.path.First(), ".fluffy")
 	return p
+}
+
+// isRoot reports whether a relative path names the project root itself:
+// only "." segments and slashes (".", "./", "./."). Listing or searching
+// the whole project is judged on this path; only "**" patterns match it.
+func isRoot(s string) bool {
+	if s == "" || s[0] == '/' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != '.' && s[i] != '/' {
+			return false
+		}
+	}
+	return !strings.Contains(s, "..")
+}
+
+// matchSet matches the prepared path against a glob set.
+func (p *prepared) matchSet(s *glob.Set) bool {
+	if p.root {
+		return s.MatchRoot()
+	}
+	return s.Match(p.path)
 }
 
 // hasBackslashOrNUL is strings.ContainsAny(s, "\\\x00") in one pass

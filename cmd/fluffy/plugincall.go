@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 )
 
@@ -51,25 +53,52 @@ func pluginCall(e *env, args []string) error {
 	defer k.Close()
 	fmt.Fprintf(e.stderr, "  starting %s...\n", pos[0])
 	start := time.Now()
-	res, err := k.Plugins.CallTool(ctx, pos[0], tool.Call{
-		ID: fmt.Sprintf("cli-%d", start.UnixNano()), OperationID: fmt.Sprintf("op-%d", start.UnixNano()),
-		Tool: pos[1], Args: json.RawMessage(argsJSON), SessionID: "cli",
-	}, func(p tool.Progress) {
-		fmt.Fprintf(e.stderr, "  %s (%.0f%%)\n", p.Message, 100*p.Fraction)
-	})
-	if err != nil {
-		return err
+	sess := &router.Session{ID: "cli", Mode: "strict", Caller: "user"}
+	if e.isTTY {
+		sess.Approver = ttyApprover{e: e}
 	}
-	st, _ := k.Plugins.Stats(pos[0])
-	fmt.Fprintf(e.stderr, "  %s %s via API v%d (%s)\n", pos[0], pos[1], st.APIVersion, time.Since(start).Round(time.Millisecond))
+	// The one judged path of every tool call: schema, policy per path,
+	// review, the kernel's output limit, redaction and audit.
+	res := k.Router.Call(ctx, sess, router.Call{
+		Plugin: pos[0], Tool: pos[1], Args: json.RawMessage(argsJSON),
+		Progress: func(p tool.Progress) { fmt.Fprintf(e.stderr, "  %s (%.0f%%)\n", p.Message, 100*p.Fraction) },
+	})
+	if st, err := k.Plugins.Stats(pos[0]); err == nil && st.APIVersion > 0 {
+		fmt.Fprintf(e.stderr, "  %s %s via API v%d (%s)\n", pos[0], pos[1], st.APIVersion, time.Since(start).Round(time.Millisecond))
+	}
+	if res.Redactions > 0 {
+		fmt.Fprintf(e.stderr, "  %d secret(s) redacted from the output\n", res.Redactions)
+	}
 	if res.Err != nil {
 		return res.Err
 	}
 	out := map[string]any{"ok": res.OK, "output": json.RawMessage(nonEmpty(res.Output)), "changes": res.Changes, "cancelled": res.Cancelled}
 	if len(res.Changes) > 0 {
-		fmt.Fprintf(e.stderr, "  proposed changes are in %s (not applied)\n", strings.TrimSuffix(filepath.Join(ws, ".fluffy", "out"), "/"))
+		fmt.Fprintf(e.stderr, "  proposed changes are in %s (not applied)\n", res.OutDir)
 	}
 	return writeJSON(e.stdout, out)
+}
+
+// ttyApprover asks on the terminal when the policy wants a call reviewed.
+type ttyApprover struct{ e *env }
+
+func (a ttyApprover) Review(_ context.Context, r router.ReviewRequest) (router.Approval, error) {
+	w := a.e.stderr
+	fmt.Fprintf(w, "REVIEW: %s %s wants to run with %s\n", r.Plugin, r.Tool, r.Args)
+	for _, it := range r.Items {
+		target := it.Request.Syscall
+		if it.Request.Path != "" {
+			target += " " + it.Request.Path
+		}
+		fmt.Fprintf(w, "  %s: %s\n", target, strings.Join(it.Result.Reasons, "; "))
+	}
+	fmt.Fprint(w, "Allow this call once? [y/N] ")
+	line, err := bufio.NewReader(a.e.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return router.Approval{}, fmt.Errorf("no answer to the review prompt: %w", err)
+	}
+	ans := strings.ToLower(strings.TrimSpace(line))
+	return router.Approval{Approved: ans == "y" || ans == "yes", Scope: router.ScopeOnce, By: "terminal"}, nil
 }
 
 func nonEmpty(b []byte) []byte {

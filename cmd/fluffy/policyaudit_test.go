@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
@@ -28,7 +29,7 @@ func TestPolicyUpdateReplaysAuditedDecisions(t *testing.T) {
 	eng := policy.NewEngine(allowAll, policy.Options{})
 	for _, p := range []string{"src/a.go", "src/b.go", "docs/x.md"} {
 		req := policy.Request{Syscall: "fs.write", Path: p, Caller: policy.Caller{Kind: "plugin", Plugin: "tool-fs"}}
-		a.RecordDecision(ctx, req, eng.Evaluate(ctx, req))
+		a.RecordDecision(ctx, req, eng.Evaluate(ctx, req), time.Millisecond)
 	}
 	if err := log.Close(); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fluffy-waffle/fluffy/policy"
 )
 
 const fixtureManifest = `name: fixture
@@ -60,6 +62,7 @@ func TestKilledCLILeavesNoSandboxBehind(t *testing.T) {
 	}
 
 	project := t.TempDir()
+	allowFixture(t, project)
 	cmd := exec.Command(fluffy, "plugin", "call", "fixture", "fx.sleep", `{}`, "--project", project)
 	cmd.Env = append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_RUNTIME_ADAPTER="+c.vars["FLUFFY_RUNTIME_ADAPTER"])
 	var stderr strings.Builder
@@ -111,6 +114,18 @@ func TestKilledCLILeavesNoSandboxBehind(t *testing.T) {
 	out, _, _ = c.run("sandbox", "ls", "--orphans")
 	if strings.Contains(out, "fixture") {
 		t.Fatalf("gc left orphans:\n%s", out)
+	}
+}
+
+// allowFixture gives project a policy that lets the fixture plugin's tools
+// (which take no path arguments) run: the default policy denies every
+// pathless tool no rule names.
+func allowFixture(t *testing.T, project string) {
+	t.Helper()
+	os.MkdirAll(filepath.Join(project, ".fluffy"), 0o755)
+	src := string(policy.DefaultYAML()) + "\n  - name: fixture-tools\n    match: { syscall: \"fx.*\", plugin: fixture }\n    action: allow\n"
+	if err := os.WriteFile(filepath.Join(project, ".fluffy", "policy.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

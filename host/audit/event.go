@@ -32,8 +32,9 @@ const (
 	EventAuditStorageCritical EventType = "audit_storage_critical"
 	EventAuditChainBreak      EventType = "audit_chain_break"
 	// EventPolicyDecision is one policy evaluation (syscall, path in
-	// metadata "path", caller, decision, rule); the policy engine's trial
-	// replay reads the last N of them with Recent.
+	// metadata "path", caller, decision, rule), as written before the
+	// router: every evaluation is now a seed 000 EventSyscall record with
+	// the same fields. Kept so older logs still replay.
 	EventPolicyDecision EventType = "policy_decision"
 )
 

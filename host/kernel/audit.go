@@ -10,6 +10,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/policy/token"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -82,27 +83,10 @@ func (a Auditor) NetworkRequest(ctx context.Context, ev sandbox.NetworkEvent) {
 	})
 }
 
-// RecordDecision writes one policy decision (the trial replay of
-// `policy update` reads these back).
-func (a Auditor) RecordDecision(ctx context.Context, req policy.Request, res policy.Result) {
-	ev := audit.Event{
-		Type: audit.EventPolicyDecision, SyscallType: req.Syscall, Caller: callerName(req.Caller),
-		SessionMode: req.SessionMode, State: req.State, PolicyRule: res.DecidingRule(),
-		PolicyDecision: decisionName(res), Metadata: map[string]string{"path": req.Path},
-	}
-	if req.Host != "" {
-		ev.Metadata["host"] = req.Host
-	}
-	if req.Caller.Kind != "" {
-		ev.Metadata["caller_kind"] = req.Caller.Kind
-	}
-	if len(req.Caller.Tags) > 0 {
-		ev.Metadata["caller_tags"] = strings.Join(req.Caller.Tags, ",")
-	}
-	if res.Enforced != policy.Allow {
-		ev.DenyReason = strings.Join(res.Reasons, "; ")
-	}
-	a.append(ctx, ev)
+// RecordDecision writes one policy decision as a `syscall` record (the
+// trial replay of `policy update` reads these back).
+func (a Auditor) RecordDecision(ctx context.Context, req policy.Request, res policy.Result, d time.Duration) {
+	a.append(ctx, router.DecisionEvent(req, res, d))
 }
 
 // RecordCapability writes the durable capability_issued event.
@@ -125,35 +109,15 @@ func (a Auditor) RecordPolicyUpdate(ctx context.Context, path string, replayed, 
 	return err
 }
 
-func callerName(c policy.Caller) string {
-	if c.Plugin != "" {
-		return c.Plugin
-	}
-	if c.Kind != "" {
-		return c.Kind
-	}
-	return "kernel"
-}
-
-func decisionName(r policy.Result) string {
-	switch {
-	case r.ByToken:
-		return audit.DecisionAllowedByToken
-	case r.Enforced == policy.Allow:
-		return audit.DecisionAllowed
-	case r.Enforced == policy.RequireReview:
-		return audit.DecisionReviewRequired
-	}
-	return audit.DecisionDenied
-}
-
 // RecentDecisions implements policy.DecisionSource over the audit log:
 // the last n policy decisions, newest last.
 func (a Auditor) RecentDecisions(n int) ([]policy.RecordedDecision, error) {
 	if a.Log == nil {
 		return nil, nil
 	}
-	recs, err := a.Log.Recent(context.Background(), n, audit.EventPolicyDecision)
+	// Older logs hold policy_decision records; since the router, every
+	// evaluation is a seed 000 syscall record.
+	recs, err := a.Log.Query(context.Background(), audit.Filter{Types: []audit.EventType{audit.EventSyscall, audit.EventPolicyDecision}, Limit: n, Newest: true})
 	if err != nil {
 		return nil, err
 	}

@@ -41,8 +41,9 @@ func (c *callbacks) caller() policy.Caller {
 }
 
 func (c *callbacks) judge(ctx context.Context, req policy.Request) error {
+	t0 := time.Now()
 	res := c.k.Policy.Evaluate(ctx, req)
-	c.k.auditor().RecordDecision(ctx, req, res)
+	c.k.auditor().RecordDecision(ctx, req, res, time.Since(t0))
 	if res.Enforced == policy.Allow {
 		return nil
 	}
@@ -58,8 +59,9 @@ func (c *callbacks) judge(ctx context.Context, req policy.Request) error {
 // allows the syscall on that exact path outright.
 func (c *callbacks) RequestCapability(ctx context.Context, syscall, pathGlob string, maxOps int, ttl time.Duration) (base.Capability, error) {
 	req := policy.Request{Syscall: syscall, Path: pathGlob, Caller: c.caller()}
+	t0 := time.Now()
 	tok, res, err := c.k.Policy.Issue(ctx, req, token.Scope{Syscall: syscall, MaxOps: maxOps, TTL: ttl})
-	c.k.auditor().RecordDecision(ctx, req, res)
+	c.k.auditor().RecordDecision(ctx, req, res, time.Since(t0))
 	if err != nil {
 		return base.Capability{}, err
 	}

@@ -88,7 +88,7 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 		t.Fatalf("progress not relayed: %v", progress)
 	}
 	k.Audit.Flush()
-	decisions, _ := k.Audit.Recent(ctx, 10, audit.EventPolicyDecision)
+	decisions, _ := k.Audit.Recent(ctx, 10, audit.EventSyscall)
 	var sawDeny bool
 	for _, d := range decisions {
 		if d.Metadata["path"] == ".env" && d.PolicyDecision == audit.DecisionDenied && d.Caller == "fixture" {

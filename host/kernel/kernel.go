@@ -12,8 +12,10 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
@@ -57,8 +59,11 @@ type Kernel struct {
 	HomeAudit *audit.Log
 	Audit     *audit.Log
 	// Policy judges every kernel callback a plugin makes.
-	Policy    *policy.Engine
+	Policy *policy.Engine
+	// Router is the one path of every tool call.
+	Router    *router.Router
 	workspace string
+	sandboxed bool
 	progress  func(string)
 	db        *store.DB
 	sb        *sandboxes
@@ -119,6 +124,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 			return nil, err
 		}
 		k.sb, launcher, kernelID = sb, sb.launcher, sb.lease.KernelID
+		k.sandboxed = o.Sandbox != SandboxNone
 	}
 	k.Plugins = supervisor.New(supervisor.Options{
 		Logger: o.Logger, Launcher: launcher, StartTimeout: o.StartTimeout, KernelID: kernelID,
@@ -127,6 +133,13 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		Observer:       k,
 		KernelService:  k.kernelService,
 		HealthInterval: 30 * time.Second,
+	})
+	k.Router = router.New(router.Options{
+		Catalog:    &catalog{k: k, manifests: map[string]*manifests.Manifest{}},
+		Dispatcher: dispatcher{k: k},
+		Policy:     k.Policy,
+		Audit:      k.Audit,
+		Logger:     o.Logger,
 	})
 	for _, d := range o.BuiltinDirs {
 		if _, err := os.Stat(d); err != nil {

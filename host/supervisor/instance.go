@@ -33,6 +33,9 @@ type Instance struct {
 	// Raw is the dispensed kind client (tool.Client, ...).
 	Raw      any
 	Launched sandbox.Launched
+	// OutDir is the host directory mounted as the instance's output
+	// directory.
+	OutDir string
 
 	client *plugin.Client
 	base   baseClient
@@ -91,7 +94,7 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 		// plugin some other way verified LaunchSpec.SHA256 itself.
 		cfg.SecureConfig = nil
 	}
-	inst := &Instance{ID: id, Spec: spec, Launched: launched, stderr: tail, client: plugin.NewClient(cfg)}
+	inst := &Instance{ID: id, Spec: spec, Launched: launched, OutDir: out, stderr: tail, client: plugin.NewClient(cfg)}
 	fail := func(err error) (*Instance, error) {
 		inst.stop()
 		return nil, err

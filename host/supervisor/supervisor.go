@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -250,6 +251,29 @@ func (s *Supervisor) get(name string) (*managed, error) {
 			"it is not installed, not enabled, or was rejected", "run `fluffy plugin list --rejected` to see why")
 	}
 	return m, nil
+}
+
+// Spec returns the spec of a loaded plugin.
+func (s *Supervisor) Spec(name string) (Spec, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.plugins[name]
+	if !ok {
+		return Spec{}, false
+	}
+	return m.spec, true
+}
+
+// Names lists the loaded plugins, sorted.
+func (s *Supervisor) Names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.plugins))
+	for n := range s.plugins {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Stats describe one plugin for status output and tests.

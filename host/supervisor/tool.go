@@ -26,13 +26,32 @@ func (s *Supervisor) Tools(ctx context.Context, name string) ([]tool.Def, error)
 // the plugin's restart backoff and circuit breaker; a tool-level failure is
 // a Result with Err set and counts as success for the plugin.
 func (s *Supervisor) CallTool(ctx context.Context, name string, call tool.Call, onProgress func(tool.Progress)) (tool.Result, error) {
+	res, _, err := s.ExecuteTool(ctx, name, call, onProgress)
+	return res, err
+}
+
+// CallInfo says which instance served a tool call and where its output
+// directory is on the host.
+type CallInfo struct {
+	InstanceID string
+	OutDir     string
+}
+
+// ExecuteTool is CallTool that also reports the instance that ran the call.
+func (s *Supervisor) ExecuteTool(ctx context.Context, name string, call tool.Call, onProgress func(tool.Progress)) (tool.Result, CallInfo, error) {
 	var res tool.Result
-	err := s.withTool(ctx, name, call.Tool, func(ctx context.Context, c tool.Client) error {
+	var info CallInfo
+	err := s.useInstance(ctx, name, base.KindTool, call.Tool, func(ctx context.Context, inst *Instance) error {
+		c, ok := inst.Raw.(tool.Client)
+		if !ok {
+			return fmt.Errorf("plugin %s: dispensed %T, not a tool client", name, inst.Raw)
+		}
+		info = CallInfo{InstanceID: inst.ID, OutDir: inst.OutDir}
 		var err error
 		res, err = c.Execute(ctx, call, onProgress)
 		return err
 	})
-	return res, err
+	return res, info, err
 }
 
 func (s *Supervisor) withTool(ctx context.Context, name, toolName string, f func(context.Context, tool.Client) error) error {
@@ -56,6 +75,10 @@ func (s *Supervisor) Use(ctx context.Context, name string, kind base.Kind, f fun
 }
 
 func (s *Supervisor) use(ctx context.Context, name string, kind base.Kind, toolName string, f func(context.Context, any) error) error {
+	return s.useInstance(ctx, name, kind, toolName, func(ctx context.Context, inst *Instance) error { return f(ctx, inst.Raw) })
+}
+
+func (s *Supervisor) useInstance(ctx context.Context, name string, kind base.Kind, toolName string, f func(context.Context, *Instance) error) error {
 	m, err := s.get(name)
 	if err != nil {
 		return err
@@ -84,7 +107,7 @@ func (s *Supervisor) use(ctx context.Context, name string, kind base.Kind, toolN
 	} else if inst, err = s.acquire(cctx, m); err != nil {
 		return err
 	}
-	if err := f(cctx, inst.Raw); err != nil {
+	if err := f(cctx, inst); err != nil {
 		if ue, isUser := err.(*uerr.Error); isUser && ue.Code != base.CodeMalformed {
 			// A structured answer from the plugin: it is working as designed.
 			s.succeeded(m)

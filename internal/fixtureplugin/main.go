@@ -131,6 +131,13 @@ func toolSet(name string, sick *atomic.Bool) *pluginsdk.ToolSet {
 				}
 				return map[string]int{"steps": 3}, nil
 			}},
+			{Def: tool.Def{Name: "fx.flood", Summary: "return an output of the given size in bytes", Parameters: obj}, Handler: func(_ context.Context, _ *pluginsdk.ToolContext, a json.RawMessage) (any, error) {
+				var args struct {
+					Bytes int `json:"bytes"`
+				}
+				_ = json.Unmarshal(a, &args)
+				return map[string]string{"data": strings.Repeat("x", args.Bytes)}, nil
+			}},
 		},
 	}
 }

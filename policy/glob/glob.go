@@ -394,5 +394,36 @@ func (s *Set) Match(pth Path) bool {
 	return true
 }
 
+// MatchRoot reports whether the set matches the project root itself (a
+// path with no segments, such as "."): only a pattern made of nothing but
+// "**" ("zero or more segments") matches it, and such an exclude wins.
+func (s *Set) MatchRoot() bool {
+	hit := false
+	for _, p := range s.include {
+		if p.onlyDoubleStar() {
+			hit = true
+			break
+		}
+	}
+	if !hit {
+		return false
+	}
+	for _, p := range s.exclude {
+		if p.onlyDoubleStar() {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Pattern) onlyDoubleStar() bool {
+	for _, sg := range p.segs {
+		if sg.kind != segDoubleStar {
+			return false
+		}
+	}
+	return len(p.segs) > 0
+}
+
 // MatchString is Match for a path string (allocates; for tools and tests).
 func (s *Set) MatchString(p string) bool { return s.Match(ParsePath(p)) }
