@@ -301,7 +301,9 @@ func TestOutputLimitAndErrors(t *testing.T) {
 	if last := recs[len(recs)-1]; last.Metadata[MetaOutputBytes] != "202" || last.Metadata[MetaOutputSHA256] == "" {
 		t.Fatalf("oversize audit: %+v", last.Metadata)
 	}
-	f.respond = func(tool.Call) (tool.Result, error) { return tool.Result{OK: true, Output: json.RawMessage(`{"a":`)}, nil }
+	f.respond = func(tool.Call) (tool.Result, error) {
+		return tool.Result{OK: true, Output: json.RawMessage(`{"a":`)}, nil
+	}
 	if res := f.call(nil, "demo.run", `{}`); res.Err == nil || res.Err.Code != CodeOutputInvalid {
 		t.Fatalf("invalid output: %+v", res)
 	}
