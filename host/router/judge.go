@@ -61,7 +61,7 @@ func Requests(t Target, sess *Session, state string, paths []pathArg) []Judged {
 
 // judge evaluates every request of the call and records each as a syscall
 // event. A deny refuses the call; a review goes to the session's approver.
-func (r *Router) judge(ctx context.Context, cs *callState, paths []pathArg) (string, *uerr.Error) {
+func (r *Router) judge(ctx context.Context, cs *callState, paths []pathArg, gateReviews []string) (string, *uerr.Error) {
 	state := ""
 	if cs.sess.Gate != nil {
 		state = cs.sess.Gate.State()
@@ -87,10 +87,10 @@ func (r *Router) judge(ctx context.Context, cs *callState, paths []pathArg) (str
 	if denied != nil {
 		return StagePolicy, deniedError(cs, *denied)
 	}
-	if len(reviews) == 0 {
+	if len(reviews) == 0 && len(gateReviews) == 0 {
 		return "", nil
 	}
-	return r.review(ctx, cs, reviews)
+	return r.review(ctx, cs, reviews, gateReviews)
 }
 
 func describe(j Judged) string {
@@ -119,11 +119,15 @@ func deniedError(cs *callState, j Judged) *uerr.Error {
 }
 
 // review hands the call to the approver.
-func (r *Router) review(ctx context.Context, cs *callState, items []Judged) (string, *uerr.Error) {
+func (r *Router) review(ctx context.Context, cs *callState, items []Judged, gateReviews []string) (string, *uerr.Error) {
 	var parts, reasons []string
 	for _, j := range items {
 		parts = append(parts, describe(j))
 		reasons = append(reasons, j.Result.Reasons...)
+	}
+	if len(gateReviews) > 0 {
+		parts = append(parts, cs.call.Tool)
+		reasons = append(reasons, gateReviews...)
 	}
 	what := fmt.Sprintf("%s by %s needs review", strings.Join(parts, ", "), cs.target.Plugin)
 	if cs.sess.Approver == nil {
@@ -134,7 +138,7 @@ func (r *Router) review(ctx context.Context, cs *callState, items []Judged) (str
 	if err != nil {
 		args = json.RawMessage(`"(arguments not shown: ` + err.Error() + `)"`)
 	}
-	a, err := cs.sess.Approver.Review(ctx, ReviewRequest{CallID: cs.call.ID, Plugin: cs.target.Plugin, Tool: cs.call.Tool, Args: args, Items: items})
+	a, err := cs.sess.Approver.Review(ctx, ReviewRequest{CallID: cs.call.ID, Plugin: cs.target.Plugin, Tool: cs.call.Tool, Args: args, Items: items, Reasons: reasons})
 	if a.Scope == "" {
 		a.Scope = ScopeOnce
 	}

@@ -53,11 +53,14 @@ type Dispatched struct {
 }
 
 // Gate is the workflow state machine's answer before every call (host/state
-// implements it). Allowed returns nil, or an error (typically
-// *state.ToolUnavailableError, or a *uerr.Error) that the model can act on.
+// implements Allowed). Allowed returns nil; a *state.ReviewRequiredError,
+// which sends the call to the approver; or any other error (typically
+// *state.ToolUnavailableError, or a *uerr.Error) that refuses the call with
+// what the model can act on.
 type Gate interface {
 	// State is the current workflow state; the policy sees it as
-	// state_machine_state.
+	// state_machine_state. (An adapter over *state.Machine returns
+	// Position().State.)
 	State() string
 	// Allowed is asked once per declared path of the call (write tells
 	// whether the tool writes it), or once with path "" for a tool
@@ -80,6 +83,9 @@ type ReviewRequest struct {
 	Args json.RawMessage
 	// Items are the requests the policy sent to review, with its reasons.
 	Items []Judged
+	// Reasons are every reason for the review: the policy's and the
+	// workflow gate's (a *state.ReviewRequiredError in debug mode).
+	Reasons []string
 }
 
 // Approval scopes (seed 002/003); the approver decides what "session" and

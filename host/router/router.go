@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/audit/redact"
+	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -215,12 +216,13 @@ func (r *Router) run(ctx context.Context, cs *callState) {
 		return
 	}
 	// 3. the workflow state gate.
-	if ue := r.gate(cs, paths); ue != nil {
+	gateReviews, ue := r.gate(cs, paths)
+	if ue != nil {
 		cs.fail(StageGate, ue, false)
 		return
 	}
-	// 4. the policy, and review when it asks for one.
-	if stage, ue := r.judge(ctx, cs, paths); ue != nil {
+	// 4. the policy, and review when it or the gate asks for one.
+	if stage, ue := r.judge(ctx, cs, paths, gateReviews); ue != nil {
 		cs.fail(stage, ue, false)
 		return
 	}
@@ -297,14 +299,22 @@ func (r *Router) dispatch(ctx context.Context, cs *callState) (Dispatched, error
 }
 
 // gate asks the workflow machine, once per path (or once for the tool).
-func (r *Router) gate(cs *callState, paths []pathArg) *uerr.Error {
+// A *state.ReviewRequiredError is not a refusal: its reason joins the
+// policy's review reasons and the approver decides.
+func (r *Router) gate(cs *callState, paths []pathArg) ([]string, *uerr.Error) {
 	g := cs.sess.Gate
 	if g == nil {
-		return nil
+		return nil, nil
 	}
+	var reviews []string
 	check := func(path string, write bool) *uerr.Error {
 		err := g.Allowed(cs.call.Tool, path, write)
 		if err == nil {
+			return nil
+		}
+		var rr *state.ReviewRequiredError
+		if errors.As(err, &rr) {
+			reviews = append(reviews, fmt.Sprintf("workflow (%s, %s mode): %s", rr.State, rr.Mode, rr.Reason))
 			return nil
 		}
 		if ue, ok := uerr.As(err); ok {
@@ -313,14 +323,14 @@ func (r *Router) gate(cs *callState, paths []pathArg) *uerr.Error {
 		return uerr.Wrap(err, CodeUnavailable, fmt.Sprintf("tool %s is not available now", cs.call.Tool), err.Error(), "use one of the tools the workflow allows in this state")
 	}
 	if len(paths) == 0 {
-		return check("", false)
+		return reviews, check("", false)
 	}
 	for _, p := range paths {
 		if ue := check(p.Value, p.Write); ue != nil {
-			return ue
+			return nil, ue
 		}
 	}
-	return nil
+	return reviews, nil
 }
 
 func newCallID() string {

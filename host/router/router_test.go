@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/policy"
@@ -374,5 +375,22 @@ func TestRequests(t *testing.T) {
 	if len(js) != 2 || js[0].Request.Syscall != "demo.write" || !js[0].Advisory || js[1].Request.Syscall != "fs.write" || js[1].Request.Path != "src/a.go" ||
 		js[1].Request.Sandbox != "code-executor" || js[1].Request.State != "code_writing" || js[1].Request.SessionMode != "strict" || js[1].Request.Caller.Plugin != "demo" {
 		t.Fatalf("%+v", js)
+	}
+}
+
+// TestGateReview: the workflow machine's "review required" (debug mode) is
+// not a refusal: the approver decides, with the gate's reason.
+func TestGateReview(t *testing.T) {
+	f := newFixture(t)
+	debug := gateFunc{state: "exploring", f: func(tl, p string, w bool) error {
+		return &state.ReviewRequiredError{Tool: tl, State: "exploring", Mode: "debug", Reason: "debug mode runs are reviewed"}
+	}}
+	if res := f.call(&Session{Gate: debug}, "demo.run", `{}`); res.Err == nil || res.Err.Code != CodeReviewRequired || !strings.Contains(res.Err.Why, "debug mode runs are reviewed") {
+		t.Fatalf("no approver: %+v", res.Err)
+	}
+	var reasons []string
+	approve := approverFunc(func(r ReviewRequest) (Approval, error) { reasons = r.Reasons; return Approval{Approved: true}, nil })
+	if res := f.call(&Session{Gate: debug, Approver: approve}, "demo.run", `{}`); res.Err != nil || len(reasons) != 1 {
+		t.Fatalf("approved: %+v %v", res.Err, reasons)
 	}
 }
