@@ -40,7 +40,8 @@ func dockerCLI(t *testing.T) *cli {
 func TestPluginCallIsJudged(t *testing.T) {
 	c := dockerCLI(t)
 	src := buildPlugin(t, "../../builtin-plugins/tool-fs", "../../builtin-plugins/tool-fs/plugin.yaml")
-	c.vars["FLUFFY_BUILTIN_PLUGINS"] = filepath.Dir(src)
+	search := buildPlugin(t, "../../builtin-plugins/tool-search", "../../builtin-plugins/tool-search/plugin.yaml")
+	c.vars["FLUFFY_BUILTIN_PLUGINS"] = filepath.Dir(src) + string(os.PathListSeparator) + filepath.Dir(search)
 	project := t.TempDir()
 	os.Chmod(project, 0o755)
 	const secret = "sk-proj0123456789abcdefXYZ"
@@ -62,6 +63,16 @@ func TestPluginCallIsJudged(t *testing.T) {
 	out, errOut, code = c.run("plugin", "call", "tool-fs", "fs.read", `{"path":"notes.txt"}`, "--project", project)
 	if code != 0 || strings.Contains(out, secret) || !strings.Contains(out, "sk-[REDACTED]") || !strings.Contains(errOut, "redacted") {
 		t.Fatalf("notes: code %d\n%s\n%s", code, out, errOut)
+	}
+	// tool-search declares its path argument too: the root is searched
+	// (the default "."), a secret file named as the path is refused.
+	out, errOut, code = c.run("plugin", "call", "tool-search", "search.grep", `{"pattern":"key"}`, "--project", project)
+	if code != 0 || !strings.Contains(out, "notes.txt") || strings.Contains(out, secret) {
+		t.Fatalf("search.grep: code %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = c.run("plugin", "call", "tool-search", "search.grep", `{"pattern":"KEY","path":".env"}`, "--project", project)
+	if code != 1 || !strings.Contains(errOut, "POLICY_DENIED") || strings.Contains(out+errOut, secret) {
+		t.Fatalf("search.grep .env: code %d\n%s\n%s", code, out, errOut)
 	}
 	out, errOut, code = c.run("audit", "log", "--project", project, "--type", "tool_execute,tool_result,syscall", "--json", "--limit", "0")
 	if code != 0 {
@@ -85,7 +96,7 @@ func TestPluginCallIsJudged(t *testing.T) {
 			t.Fatalf("secret in the audit log: %s", line)
 		}
 	}
-	if execs != 3 || results != 3 || denied != 1 {
+	if execs != 5 || results != 5 || denied != 2 {
 		t.Fatalf("audit: %d tool_execute, %d tool_result, %d denied .env syscalls\n%s", execs, results, denied, out)
 	}
 }
