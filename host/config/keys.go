@@ -63,6 +63,12 @@ func Keys() []Key {
 		{Name: "merge.auto_max_lines", Kind: KindInt, Default: "500", Doc: "largest diff (lines) merged without human review when tests pass and no sensitive path is touched"},
 		{Name: "test.runner", Kind: KindEnum, Enum: []string{"auto", "go", "pytest", "node", "cargo"}, Default: "auto", Doc: "the test runner test.run uses"},
 		{Name: "test.timeout", Kind: KindDuration, Default: "300s", Doc: "deadline of one test run"},
+		{Name: "scheduler.global_max", Kind: KindInt, Default: "4", Doc: "sandboxed tasks the scheduler runs at once, all templates together (at least 1)"},
+		{Name: "scheduler.per_template.ai-provider", Kind: KindInt, Default: "2", Doc: "tasks running at once in ai-provider sandboxes (at least 1)"},
+		{Name: "scheduler.per_template.code-executor", Kind: KindInt, Default: "2", Doc: "tasks running at once in code-executor sandboxes (at least 1)"},
+		{Name: "scheduler.per_template.policy-sandbox", Kind: KindInt, Default: "1", Doc: "tasks running at once in policy-sandbox sandboxes (at least 1)"},
+		{Name: "scheduler.age_threshold", Kind: KindDuration, Default: "30s",
+			Doc: "how long a queued task waits before its priority is raised one level (never above 2)"},
 	}
 	defaults := map[string][2]string{ // base URL, model
 		"openai":    {"https://api.openai.com/v1", "gpt-4.1"},
