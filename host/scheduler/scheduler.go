@@ -98,7 +98,7 @@ type Timer interface{ Stop() bool }
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                              { return time.Now() }
+func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // Options configure New.
@@ -115,19 +115,19 @@ type Options struct {
 // Scheduler.mu.
 type task struct {
 	Task
-	seq       uint64
-	state     TaskState
-	eff       Priority
-	reason    string
-	err       error
-	submitted time.Time
-	queuedAt  time.Time
-	started   time.Time
-	runStart  time.Time     // start of the current running stretch
-	ran       time.Duration // running time before runStart
-	finished  time.Time
-	pauses    int
-	pending   int // unfinished dependencies
+	seq        uint64
+	state      TaskState
+	eff        Priority
+	reason     string
+	err        error
+	submitted  time.Time
+	queuedAt   time.Time
+	started    time.Time
+	runStart   time.Time     // start of the current running stretch
+	ran        time.Duration // running time before runStart
+	finished   time.Time
+	pauses     int
+	pending    int // unfinished dependencies
 	dependents []*task
 	idx        int  // position in its template heap, -1 when not queued
 	counted    bool // holds concurrency slots
