@@ -25,7 +25,7 @@ type scripted struct {
 	nSummary int
 	// summaryAt records after how many turn requests each summary came.
 	summaryAt []int
-	delay    time.Duration
+	delay     time.Duration
 }
 
 func (s *scripted) Chat(ctx context.Context, req provider.ChatRequest, on func(provider.Event)) error {
@@ -276,7 +276,7 @@ func TestIdleAnswerIsDone(t *testing.T) {
 
 type idleWorkflow struct{}
 
-func (idleWorkflow) Status() Status                       { return Status{State: "idle", Mode: "strict"} }
+func (idleWorkflow) Status() Status                      { return Status{State: "idle", Mode: "strict"} }
 func (idleWorkflow) Start(context.Context, string) error { return nil }
 
 func TestParallelReadsAndOrderedWrites(t *testing.T) {
