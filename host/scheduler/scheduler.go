@@ -342,6 +342,24 @@ func (s *Scheduler) Submit(tk Task) (*Handle, error) {
 	return h, nil
 }
 
+// Run submits t and waits for it to end: nil when it completed, its
+// *TaskError otherwise. If ctx ends first, the task is cancelled and Run
+// returns once it has ended, with ctx's error.
+func (s *Scheduler) Run(ctx context.Context, t Task) error {
+	h, err := s.Submit(t)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-h.Done():
+		return h.Err()
+	case <-ctx.Done():
+		_ = s.Cancel(t.ID)
+		<-h.Done()
+		return ctx.Err()
+	}
+}
+
 // Cancel cancels a task: a waiting one ends at once (its dependents fail),
 // a running or paused one has its context cancelled and ends when Run
 // returns.

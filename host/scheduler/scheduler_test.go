@@ -397,3 +397,33 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatalf("memory %v %v", used, err)
 	}
 }
+
+func TestRunWaitsAndCancelsWithTheContext(t *testing.T) {
+	s := newSched(t, Config{}, nil)
+	if err := s.Run(context.Background(), Task{ID: "tool-fs/fs.read call_1", Type: TestRun, Priority: 3, Template: "code-executor",
+		Run: func(context.Context) error { return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := s.Run(context.Background(), Task{ID: "call_2", Type: TestRun, Priority: 3, Template: "code-executor",
+		Run: func(context.Context) error { return boom }}); !errors.Is(err, boom) {
+		t.Fatalf("Run = %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var sawCancel atomic.Bool
+	err := s.Run(ctx, Task{ID: "call_3", Type: TestRun, Priority: 3, Template: "code-executor", Run: func(c context.Context) error {
+		<-c.Done()
+		sawCancel.Store(true)
+		return c.Err()
+	}})
+	if !errors.Is(err, context.DeadlineExceeded) || !sawCancel.Load() {
+		t.Fatalf("Run = %v, task saw cancel %v", err, sawCancel.Load())
+	}
+	if in, _ := s.Info("call_3"); in.State != Cancelled {
+		t.Fatalf("%+v", in)
+	}
+	if _, err := s.Submit(Task{ID: "bad\x1bid", Type: TestRun, Priority: 3, Template: "x", Run: func(context.Context) error { return nil }}); !uerr.HasCode(err, CodeBadTask) {
+		t.Fatalf("control character in id: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -116,17 +117,14 @@ const (
 	CodeBadConfig     = "SCHED_BAD_CONFIG"
 )
 
-// validID: 1 to 128 of [A-Za-z0-9._:/-], starting with a letter or digit.
+// validID: 1 to 256 bytes of printable text (no control characters, valid
+// UTF-8); ids only name tasks for dependencies and logs.
 func validID(id string) bool {
-	if id == "" || len(id) > 128 {
+	if id == "" || len(id) > 256 || !utf8.ValidString(id) {
 		return false
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == ':' || c == '/' || c == '-'):
-		default:
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return false
 		}
 	}
@@ -139,7 +137,7 @@ func (t *Task) validate() error {
 	}
 	switch {
 	case !validID(t.ID):
-		return bad("an id is 1 to 128 letters, digits or ._:/- starting with a letter or digit")
+		return bad("an id is 1 to 256 bytes of printable text")
 	case !t.Type.valid():
 		return bad(fmt.Sprintf("unknown type %q (ai_generate, test_run, validate, review, commit)", t.Type))
 	case t.Priority < PrioritySystem || t.Priority > PriorityIdle:

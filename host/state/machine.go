@@ -309,6 +309,10 @@ func (m *Machine) setSnap(s Snapshot) {
 // Position is where the session is now.
 func (m *Machine) Position() Position { return *m.pos.Load() }
 
+// State is the current workflow state (what the policy sees as
+// state_machine_state).
+func (m *Machine) State() string { return string(m.pos.Load().State) }
+
 // Allowed is the gate the router asks before every tool call: nil, a
 // *ToolUnavailableError, or a *ReviewRequiredError (the call may run after
 // a human approves it). It never blocks on a transition in progress.
