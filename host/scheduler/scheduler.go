@@ -207,15 +207,27 @@ type Scheduler struct {
 	// closing are done channels to close once s.mu is released, so that a
 	// waiter woken by one never queues behind the dispatch that ended it.
 	closing []chan struct{}
+	// starting are tasks dispatch chose; their goroutines start once s.mu
+	// is released, so a quick task's completion never contends with the
+	// dispatch that started it.
+	starting []*task
 }
 
-// unlock releases s.mu and then signals the tasks that ended meanwhile.
+// unlock releases s.mu, then signals the tasks that ended meanwhile and
+// starts the ones dispatched.
 func (s *Scheduler) unlock() {
-	cl := s.closing
-	s.closing = nil
+	cl, st := s.closing, s.starting
+	s.closing, s.starting = nil, nil
 	s.mu.Unlock()
 	for _, c := range cl {
 		close(c)
+	}
+	for _, t := range st {
+		go func() {
+			defer s.wg.Done()
+			err := runSafe(t.ctx, t.Run)
+			s.finish(t, err)
+		}()
 	}
 }
 
@@ -597,11 +609,7 @@ func (s *Scheduler) start(t *task) {
 	t.launched = true
 	t.started = s.clock.Now()
 	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		err := runSafe(t.ctx, t.Run)
-		s.finish(t, err)
-	}()
+	s.starting = append(s.starting, t)
 }
 
 func runSafe(ctx context.Context, run func(context.Context) error) (err error) {
