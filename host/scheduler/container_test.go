@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -251,12 +252,18 @@ func TestPreemptionRealContainer(t *testing.T) {
 	t.Run("pause and resume", func(t *testing.T) {
 		w := startWorkload(t, "pause")
 		finish := make(chan struct{})
+		var once sync.Once
+		end := func() { once.Do(func() { close(finish) }) }
+		defer end()
 		low := submit(t, s, Task{ID: "low-pause", Type: TestRun, Priority: 5, Template: "code-executor", Sandbox: w.sandboxOf(), Run: longRunning(finish)})
 		waitState(t, low, Running)
 		var sawFrozen, sawPaused atomic.Bool
+		var frozenAt atomic.Int64
 		high := submit(t, s, Task{ID: "high-pause", Type: Commit, Priority: 1, Template: "code-executor", Run: func(context.Context) error {
 			sawPaused.Store(w.inspect(t).Paused)
 			sawFrozen.Store(w.frozen())
+			n, _ := w.read("count")
+			frozenAt.Store(int64(n))
 			return nil
 		}})
 		waitAll(t, high)
@@ -268,8 +275,11 @@ func TestPreemptionRealContainer(t *testing.T) {
 			t.Fatal("PAUSE_SIGNAL never reached the workload")
 		}
 		// Resumed: counting again, the engine says not paused, RESUME_SIGNAL seen.
+		if int64(ack) > frozenAt.Load() {
+			t.Fatalf("pause-ack %d after the freeze at %d", ack, frozenAt.Load())
+		}
 		waitState(t, low, Running)
-		c := w.waitCount(t, ack+5)
+		c := w.waitCount(t, int(frozenAt.Load())+2)
 		if w.inspect(t).Paused {
 			t.Fatal("still paused")
 		}
@@ -286,7 +296,7 @@ func TestPreemptionRealContainer(t *testing.T) {
 		if in := low.Info(); in.Pauses != 1 {
 			t.Fatalf("low %+v", in)
 		}
-		close(finish)
+		end()
 		waitAll(t, low)
 		if low.Info().State != Completed {
 			t.Fatalf("low %+v (count %d)", low.Info(), c)
@@ -296,6 +306,9 @@ func TestPreemptionRealContainer(t *testing.T) {
 	t.Run("almost done: wait", func(t *testing.T) {
 		w := startWorkload(t, "wait")
 		finish := make(chan struct{})
+		var once sync.Once
+		end := func() { once.Do(func() { close(finish) }) }
+		defer end()
 		low := submit(t, s, Task{ID: "low-wait", Type: TestRun, Priority: 5, Template: "code-executor", MaxDuration: time.Second,
 			Sandbox: w.sandboxOf(), Run: longRunning(finish)})
 		waitState(t, low, Running)
@@ -308,7 +321,7 @@ func TestPreemptionRealContainer(t *testing.T) {
 		if w.frozen() || w.inspect(t).Paused || high.Info().State != Queued {
 			t.Fatalf("an almost-done task was preempted: high %+v", high.Info())
 		}
-		close(finish)
+		end()
 		waitAll(t, low, high)
 		if !lowDone.Load() || low.Info().Pauses != 0 {
 			t.Fatalf("the system task ran before the almost-done one finished: %+v", low.Info())
