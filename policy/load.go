@@ -114,7 +114,7 @@ func (ix *ruleIndex) lookup(syscall string) []*Rule {
 
 // otherSections are top-level sections other modules own; they are kept
 // as YAML nodes. Anything else at the top level is an error.
-var otherSections = []string{"network_whitelist", "test_paths", "tdd_exemptions", "tech_debt", "audit"}
+var otherSections = []string{"network_whitelist", "test_paths", "tdd_exemptions", "tech_debt", "audit", "toolchains"}
 
 var (
 	syscallRe      = regexp.MustCompile(`^(\*|[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*(\.\*)?)$`)

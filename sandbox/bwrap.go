@@ -168,6 +168,20 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 		}
 		j.rw = append(j.rw, [2]string{spec.OutDir, GuestOut})
 	}
+	if tpl, err := LookupTemplate(templateOf(spec)); err == nil && tpl.RunsCode {
+		for _, t := range toolchainMounts(spec.Toolchains) {
+			j.ro = append(j.ro, [2]string{t.Path, t.Path})
+		}
+		cache := ""
+		if spec.BuildCache != "" {
+			if err := os.MkdirAll(spec.BuildCache, 0o700); err != nil {
+				return Launched{}, fmt.Errorf("build cache: %w", err)
+			}
+			j.rw = append(j.rw, [2]string{spec.BuildCache, GuestCache})
+			cache = GuestCache
+		}
+		j.env = append(j.env, toolchainEnv(spec.Toolchains, cache)...)
+	}
 	cfg.Cmd = j.command()
 	cfg.SkipHostEnv = true
 	return Launched{Workspace: GuestWorkspace, OutDir: GuestOut, Cleanup: func() { _ = os.RemoveAll(dir) }}, nil

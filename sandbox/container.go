@@ -130,10 +130,7 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 	if err := checkBinary(spec); err != nil {
 		return Launched{}, err
 	}
-	tplName := spec.Template
-	if tplName == "" {
-		tplName = DefaultTemplate(spec.Kind)
-	}
+	tplName := templateOf(spec)
 	tpl, err := LookupTemplate(tplName)
 	if err != nil {
 		return Launched{}, err
@@ -152,6 +149,12 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 	}
 	if spec.OutDir != "" {
 		if err := prepareOutDir(spec.OutDir, c.gid); err != nil {
+			return Launched{}, err
+		}
+	}
+	spec = codeMounts(tpl, spec)
+	if spec.BuildCache != "" {
+		if err := prepareCacheDir(spec.BuildCache, c.gid); err != nil {
 			return Launched{}, err
 		}
 	}
@@ -299,6 +302,13 @@ func (r *containerRunner) runnerFunc(l hclog.Logger, cmd *exec.Cmd, tmpDir strin
 	if r.proxy != nil {
 		env = append(env, rt.EnvProxySocket+"="+GuestProxyDir+"/"+proxySocketName)
 	}
+	if r.tpl.RunsCode {
+		cache := ""
+		if r.spec.BuildCache != "" {
+			cache = GuestCache
+		}
+		env = append(env, toolchainEnv(r.spec.Toolchains, cache)...)
+	}
 	r.env = env
 	return r, nil
 }
@@ -308,7 +318,17 @@ func (r *containerRunner) containerSpec() rt.Spec {
 	mounts := []rt.Mount{
 		{Type: rt.MountBind, Source: r.spec.Binary, Target: GuestPluginDir + "/" + bin, ReadOnly: true},
 		{Type: rt.MountBind, Source: r.hostSock, Target: GuestSocketDir},
-		{Type: rt.MountTmpfs, Target: GuestTmp, TmpfsSize: tmpfsBytes, TmpfsMode: "1777"},
+	}
+	if r.tpl.RunsCode {
+		mounts = append(mounts, rt.Mount{Type: rt.MountTmpfs, Target: GuestTmp, TmpfsSize: codeTmpfsBytes, TmpfsMode: "1777", TmpfsExec: true})
+		for _, t := range toolchainMounts(r.spec.Toolchains) {
+			mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: t.Path, Target: t.Path, ReadOnly: true})
+		}
+		if r.spec.BuildCache != "" {
+			mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.spec.BuildCache, Target: GuestCache})
+		}
+	} else {
+		mounts = append(mounts, rt.Mount{Type: rt.MountTmpfs, Target: GuestTmp, TmpfsSize: tmpfsBytes, TmpfsMode: "1777"})
 	}
 	if r.spec.Workspace != "" {
 		mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.spec.Workspace, Target: GuestWorkspace, ReadOnly: true})

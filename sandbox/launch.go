@@ -40,6 +40,15 @@ type LaunchSpec struct {
 	Owner string
 	// Network lists host:port pairs a provider may reach through the proxy.
 	Network []string
+	// Toolchains are host directories mounted read-only at the same path
+	// in templates that run code; the kernel fills them (from the policy)
+	// only for plugins that declare CapToolchain.
+	Toolchains []Toolchain
+	// BuildCache is a host directory mounted writable at /cache in
+	// templates that run code; the kernel sets it only for core plugins
+	// that declare CapBuildCache. Never mounted under gVisor, where the
+	// plugin could not keep the code it runs away from it (no Landlock).
+	BuildCache string
 	// SHA256 is the manifest's hash of Binary. Container and jail launchers
 	// verify it themselves (go-plugin's SecureConfig cannot check a
 	// RunnerFunc or bwrap launch); leave ClientConfig.SecureConfig nil.
@@ -73,7 +82,25 @@ func (Subprocess) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.Client
 	cmd := exec.Command(spec.Binary)
 	cmd.Dir = spec.Workspace
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "FLUFFY_WORKSPACE=" + spec.Workspace, "FLUFFY_OUT=" + spec.OutDir}
+	if tpl, err := LookupTemplate(templateOf(spec)); err == nil && tpl.RunsCode {
+		if spec.BuildCache != "" {
+			if err := os.MkdirAll(spec.BuildCache, 0o700); err != nil {
+				return Launched{}, fmt.Errorf("build cache %s: %w", spec.BuildCache, err)
+			}
+		}
+		// Without a sandbox the host's own toolchains are there anyway;
+		// the variables still say where the policy's are.
+		cmd.Env = append(cmd.Env, toolchainEnv(spec.Toolchains, spec.BuildCache)...)
+	}
 	cfg.Cmd = cmd
 	cfg.SkipHostEnv = true
 	return Launched{Workspace: spec.Workspace, OutDir: spec.OutDir, Cleanup: func() {}}, nil
+}
+
+// templateOf is the spec's template, or its kind's default.
+func templateOf(spec LaunchSpec) string {
+	if spec.Template != "" {
+		return spec.Template
+	}
+	return DefaultTemplate(spec.Kind)
 }

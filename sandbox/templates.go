@@ -37,6 +37,10 @@ type Template struct {
 	// RequiresPolicy marks templates the policy must opt into
 	// (`require_sandbox: integration-test`).
 	RequiresPolicy bool
+	// RunsCode marks templates that build and run project code: they get
+	// the policy's toolchains and the build cache (for plugins declaring
+	// the capabilities) and an executable, larger /tmp.
+	RunsCode bool
 }
 
 // goPluginMinPids replaces seed 000's 10 (ai-provider) and 5
@@ -58,11 +62,11 @@ func Templates() map[string]Template {
 	return map[string]Template{
 		"ai-provider": {Name: "ai-provider", Network: NetProxy, Seccomp: SeccompStrict,
 			Limits: Limits{MemoryBytes: 256 * mib, CPUs: 0.5, Pids: goPluginMinPids, Timeout: 120 * time.Second}},
-		"code-executor": {Name: "code-executor", Network: NetNone, Seccomp: SeccompStandard,
+		"code-executor": {Name: "code-executor", Network: NetNone, Seccomp: SeccompStandard, RunsCode: true,
 			Limits: Limits{MemoryBytes: 1 * gib, CPUs: 1.0, Pids: 100, Timeout: 300 * time.Second}},
 		"policy-sandbox": {Name: "policy-sandbox", Network: NetNone, Seccomp: SeccompStrict,
 			Limits: Limits{MemoryBytes: 128 * mib, CPUs: 0.25, Pids: goPluginMinPids, Timeout: 100 * time.Millisecond}},
-		"integration-test": {Name: "integration-test", Network: NetProxy, Seccomp: SeccompStandardNet, RequiresPolicy: true,
+		"integration-test": {Name: "integration-test", Network: NetProxy, Seccomp: SeccompStandardNet, RequiresPolicy: true, RunsCode: true,
 			Limits: Limits{MemoryBytes: 1 * gib, CPUs: 1.0, Pids: 100, Timeout: 300 * time.Second}},
 	}
 }

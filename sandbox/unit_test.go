@@ -97,6 +97,13 @@ func TestSeccompProfiles(t *testing.T) {
 		if forks != (name != SeccompStrict) {
 			t.Errorf("%s: fork allowed = %v", name, forks)
 		}
+		// Profiles that run code let the plugin confine it with Landlock
+		// (tool-test keeps test binaries away from the build cache).
+		for _, ll := range []string{"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"} {
+			if got := len(allowed(p, ll)) > 0; got != (name != SeccompStrict) {
+				t.Errorf("%s: %s allowed = %v", name, ll, got)
+			}
+		}
 		var families []uint64
 		for _, r := range allowed(p, "socket") {
 			families = append(families, r.Args[0].Value)

@@ -234,7 +234,11 @@ func (a *adapter) Create(ctx context.Context, s runtime.Spec) (string, error) {
 			if hc.Tmpfs == nil {
 				hc.Tmpfs = map[string]string{}
 			}
-			hc.Tmpfs[m.Target] = "rw,noexec,nosuid,nodev," + opt
+			exec := "noexec"
+			if m.TmpfsExec {
+				exec = "exec"
+			}
+			hc.Tmpfs[m.Target] = "rw," + exec + ",nosuid,nodev," + opt
 		}
 	}
 	r, err := c.ContainerCreate(ctx, cfg, hc, nil, nil, s.Name)

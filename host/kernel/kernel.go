@@ -126,6 +126,10 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		k.sb, launcher, kernelID = sb, sb.launcher, sb.lease.KernelID
 		k.sandboxed = o.Sandbox != SandboxNone
 	}
+	if _, err := toolchains(k.Policy.Policy(), o.Home, o.Workspace, k.log); err != nil {
+		k.Close()
+		return nil, err
+	}
 	k.Plugins = supervisor.New(supervisor.Options{
 		Logger: o.Logger, Launcher: launcher, StartTimeout: o.StartTimeout, KernelID: kernelID,
 		Workspace: o.Workspace, SessionID: o.SessionID, SessionMode: o.SessionMode,
@@ -133,6 +137,9 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		Observer:       k,
 		KernelService:  k.kernelService,
 		HealthInterval: 30 * time.Second,
+		// Read at every start, so a changed policy applies to the next one.
+		Toolchains: func() ([]sandbox.Toolchain, error) { return toolchains(k.Policy.Policy(), o.Home, o.Workspace, k.log) },
+		BuildCache: BuildCacheDir(o.Home, o.Workspace),
 	})
 	k.Router = router.New(router.Options{
 		Catalog:    &catalog{k: k, manifests: map[string]*manifests.Manifest{}},

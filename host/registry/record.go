@@ -78,7 +78,7 @@ func (r Record) HasTag(tag string) bool { return slices.Contains(r.Tags, tag) }
 func Spec(m *manifests.Manifest) supervisor.Spec {
 	s := supervisor.Spec{
 		Name: m.Name, Version: m.Version, Kind: base.Kind(m.Kind), Binary: m.EntryPath(), SHA256: m.SHA256,
-		APIVersions: m.APIVersions, Template: m.Sandbox.Template, Tags: m.Tags,
+		APIVersions: m.APIVersions, Template: m.Sandbox.Template, Tags: m.Tags, Capabilities: m.RequiredCapabilities,
 		Limits: sandbox.Limits{MemoryBytes: m.Sandbox.MemoryBytes, CPUs: m.Sandbox.CPUs, Pids: m.Sandbox.Pids, Timeout: m.Sandbox.Timeout},
 	}
 	if m.Provider != nil {

@@ -77,12 +77,16 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 		Logger:           s.log.Named(spec.Name),
 		Stderr:           tail,
 	}
-	launched, err := s.opts.Launcher.Prepare(ctx, sandbox.LaunchSpec{
+	ls := sandbox.LaunchSpec{
 		Name: spec.Name, Version: spec.Version, Kind: string(spec.Kind), Binary: spec.Binary,
 		Template: spec.Template, Limits: spec.Limits, Workspace: s.opts.Workspace, OutDir: out,
 		SessionID: s.opts.SessionID, InstanceID: id, KernelID: s.opts.KernelID, Network: spec.Network,
 		SHA256: spec.SHA256,
-	}, cfg)
+	}
+	if err := s.codeMounts(spec, &ls); err != nil {
+		return nil, err
+	}
+	launched, err := s.opts.Launcher.Prepare(ctx, ls, cfg)
 	if err != nil {
 		if _, ok := uerr.As(err); ok {
 			return nil, err
@@ -134,6 +138,23 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 	}
 	s.log.Debug("plugin ready", "plugin", spec.Name, "instance", id, "api_version", inst.Version)
 	return inst, nil
+}
+
+// codeMounts gives a plugin the toolchains and the build cache it declared
+// a need for. The cache goes to core plugins only: whatever writes it
+// decides what later builds link, so a third-party plugin must not.
+func (s *Supervisor) codeMounts(spec Spec, ls *sandbox.LaunchSpec) error {
+	if slices.Contains(spec.Capabilities, sandbox.CapToolchain) && s.opts.Toolchains != nil {
+		tcs, err := s.opts.Toolchains()
+		if err != nil {
+			return err
+		}
+		ls.Toolchains = tcs
+	}
+	if slices.Contains(spec.Capabilities, sandbox.CapBuildCache) && slices.Contains(spec.Tags, "core_plugin") {
+		ls.BuildCache = s.opts.BuildCache
+	}
+	return nil
 }
 
 // checkInfo catches a plugin whose self-description contradicts its manifest.

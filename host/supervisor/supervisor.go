@@ -50,6 +50,9 @@ type Spec struct {
 	ConfigJSON   []byte
 	// Tags are the registry's tags (core_plugin, third_party, ...).
 	Tags []string
+	// Capabilities are the manifest's required_capabilities; the
+	// supervisor reads sandbox.toolchain and sandbox.build_cache.
+	Capabilities []string
 }
 
 // Options configure a Supervisor. Zero values get the defaults noted.
@@ -84,6 +87,13 @@ type Options struct {
 	Now            func() time.Time
 	// Observer hears about instance lifecycle events; nil: nobody.
 	Observer Observer
+	// Toolchains returns the host directories plugins that declare
+	// sandbox.toolchain get read-only (the policy's toolchains section,
+	// read at every start so a new policy applies to the next one).
+	Toolchains func() ([]sandbox.Toolchain, error)
+	// BuildCache is the project's build cache directory, mounted writable
+	// for core plugins that declare sandbox.build_cache.
+	BuildCache string
 }
 
 // Event names given to an Observer.

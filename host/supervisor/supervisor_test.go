@@ -15,6 +15,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
@@ -405,5 +406,63 @@ func TestBackgroundHealthCheckReplacesSickPlugin(t *testing.T) {
 	}
 	if st, _ := h.sup.Stats("fixture"); st.InstanceID == sick.InstanceID || st.Restarts != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// recordingLauncher starts plugins as subprocesses and remembers the
+// specs it was given.
+type recordingLauncher struct {
+	mu    sync.Mutex
+	specs []sandbox.LaunchSpec
+}
+
+func (l *recordingLauncher) Prepare(ctx context.Context, spec sandbox.LaunchSpec, cfg *plugin.ClientConfig) (sandbox.Launched, error) {
+	l.mu.Lock()
+	l.specs = append(l.specs, spec)
+	l.mu.Unlock()
+	return sandbox.Subprocess{}.Prepare(ctx, spec, cfg)
+}
+
+func TestCodeMountsFollowCapabilitiesAndTrust(t *testing.T) {
+	tcs := []sandbox.Toolchain{{Path: "/usr"}}
+	var tcErr error
+	rec := &recordingLauncher{}
+	h := newHarness(t, func(o *Options) {
+		o.Launcher = rec
+		o.BuildCache = "/cache-dir"
+		o.Toolchains = func() ([]sandbox.Toolchain, error) { return tcs, tcErr }
+	})
+	cases := []struct {
+		name      string
+		caps      []string
+		tags      []string
+		toolchain bool
+		cache     bool
+	}{
+		{"nothing declared", nil, []string{"core_plugin"}, false, false},
+		{"toolchain", []string{sandbox.CapToolchain}, []string{"third_party"}, true, false},
+		{"cache, core plugin", []string{sandbox.CapBuildCache, sandbox.CapToolchain}, []string{"core_plugin"}, true, true},
+		{"cache, third party", []string{sandbox.CapBuildCache}, []string{"third_party"}, false, false},
+	}
+	for i, c := range cases {
+		spec := fixtureSpec(t, "plain", []int{1, 2})
+		spec.Name = fmt.Sprintf("fixture%d", i)
+		spec.Capabilities, spec.Tags = c.caps, c.tags
+		h.sup.Add(spec)
+		// The fixture reports its own name; only the launch spec matters here.
+		_, _ = h.sup.Tools(context.Background(), spec.Name)
+		rec.mu.Lock()
+		got := rec.specs[len(rec.specs)-1]
+		rec.mu.Unlock()
+		if (len(got.Toolchains) > 0) != c.toolchain || (got.BuildCache != "") != c.cache {
+			t.Errorf("%s: toolchains %v cache %q", c.name, got.Toolchains, got.BuildCache)
+		}
+	}
+	tcErr = errors.New("bad toolchains section")
+	spec := fixtureSpec(t, "plain", []int{1, 2})
+	spec.Name, spec.Capabilities = "fixture-bad", []string{sandbox.CapToolchain}
+	h.sup.Add(spec)
+	if _, err := h.sup.Tools(context.Background(), spec.Name); err == nil || !strings.Contains(err.Error(), "bad toolchains section") {
+		t.Fatalf("a broken toolchains section must stop the start: %v", err)
 	}
 }

@@ -324,7 +324,7 @@ func specToProto(s Spec) *rtpb.ContainerSpec {
 	}
 	for _, m := range s.Mounts {
 		p.Mounts = append(p.Mounts, &rtpb.Mount{Type: rtpb.Mount_Type(m.Type), Source: m.Source, Target: m.Target,
-			ReadOnly: m.ReadOnly, TmpfsSizeBytes: m.TmpfsSize, TmpfsMode: m.TmpfsMode})
+			ReadOnly: m.ReadOnly, TmpfsSizeBytes: m.TmpfsSize, TmpfsMode: m.TmpfsMode, TmpfsExec: m.TmpfsExec})
 	}
 	return p
 }
@@ -340,7 +340,7 @@ func specFromProto(p *rtpb.ContainerSpec) Spec {
 	}
 	for _, m := range p.GetMounts() {
 		s.Mounts = append(s.Mounts, Mount{Type: MountType(m.GetType()), Source: m.GetSource(), Target: m.GetTarget(),
-			ReadOnly: m.GetReadOnly(), TmpfsSize: m.GetTmpfsSizeBytes(), TmpfsMode: m.GetTmpfsMode()})
+			ReadOnly: m.GetReadOnly(), TmpfsSize: m.GetTmpfsSizeBytes(), TmpfsMode: m.GetTmpfsMode(), TmpfsExec: m.GetTmpfsExec()})
 	}
 	return s
 }

@@ -27,6 +27,9 @@ type Mount struct {
 	ReadOnly  bool
 	TmpfsSize int64
 	TmpfsMode string // octal, e.g. "1777"
+	// TmpfsExec allows executing files from the tmpfs; tmpfs mounts are
+	// noexec otherwise.
+	TmpfsExec bool
 }
 
 // Spec is everything an adapter needs to create one container. The sandbox

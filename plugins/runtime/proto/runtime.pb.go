@@ -400,8 +400,11 @@ type Mount struct {
 	ReadOnly       bool                   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	TmpfsSizeBytes int64                  `protobuf:"varint,5,opt,name=tmpfs_size_bytes,json=tmpfsSizeBytes,proto3" json:"tmpfs_size_bytes,omitempty"`
 	TmpfsMode      string                 `protobuf:"bytes,6,opt,name=tmpfs_mode,json=tmpfsMode,proto3" json:"tmpfs_mode,omitempty"` // octal, e.g. "1777"
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// tmpfs_exec allows executing files from a tmpfs (default noexec). Added
+	// in API 2, non-breaking: an adapter that ignores it mounts noexec.
+	TmpfsExec     bool `protobuf:"varint,7,opt,name=tmpfs_exec,json=tmpfsExec,proto3" json:"tmpfs_exec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Mount) Reset() {
@@ -474,6 +477,13 @@ func (x *Mount) GetTmpfsMode() string {
 		return x.TmpfsMode
 	}
 	return ""
+}
+
+func (x *Mount) GetTmpfsExec() bool {
+	if x != nil {
+		return x.TmpfsExec
+	}
+	return false
 }
 
 type ContainerSpec struct {
@@ -1789,7 +1799,7 @@ const file_plugins_runtime_proto_runtime_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"K\n" +
 	"\x14PrepareImageResponse\x12\x18\n" +
 	"\acreated\x18\x01 \x01(\bR\acreated\x12\x19\n" +
-	"\bimage_id\x18\x02 \x01(\tR\aimageId\"\xf9\x01\n" +
+	"\bimage_id\x18\x02 \x01(\tR\aimageId\"\x98\x02\n" +
 	"\x05Mount\x121\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1d.fluffy.runtime.v1.Mount.TypeR\x04type\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +
@@ -1797,7 +1807,9 @@ const file_plugins_runtime_proto_runtime_proto_rawDesc = "" +
 	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12(\n" +
 	"\x10tmpfs_size_bytes\x18\x05 \x01(\x03R\x0etmpfsSizeBytes\x12\x1d\n" +
 	"\n" +
-	"tmpfs_mode\x18\x06 \x01(\tR\ttmpfsMode\"'\n" +
+	"tmpfs_mode\x18\x06 \x01(\tR\ttmpfsMode\x12\x1d\n" +
+	"\n" +
+	"tmpfs_exec\x18\a \x01(\bR\ttmpfsExec\"'\n" +
 	"\x04Type\x12\b\n" +
 	"\x04BIND\x10\x00\x12\n" +
 	"\n" +
