@@ -154,6 +154,9 @@ func editDistance(a, b string) int {
 type exitCoder interface{ ExitCode() int }
 
 func report(e *env, err error) int {
+	if c, ok := err.(exitStatus); ok { // the command already said why
+		return int(c)
+	}
 	ue := uerr.From(err)
 	fmt.Fprint(e.stderr, ue.Render())
 	e.log.Debug("command failed", "error", err)
