@@ -15,6 +15,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
@@ -300,7 +301,7 @@ func checkToolPaths(ctx context.Context, p *probe) outcome {
 				return fail("tool %s leaked a file outside the workspace through %s=%q\nfix: resolve paths inside the workspace with os.Root (os.OpenRoot) and refuse .., absolute paths and symlinks that leave it", pt.name, pt.prop, e)
 			}
 			for _, ch := range res.Changes {
-				if c := path.Clean(ch.Path); path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
+				if _, err := confine.Clean(ch.Path); err != nil {
 					return fail("tool %s proposed a change to %q, outside the workspace, for %s=%q", pt.name, ch.Path, pt.prop, e)
 				}
 			}
@@ -393,8 +394,8 @@ func checkToolPatch(ctx context.Context, p *probe) outcome {
 // findArtifact locates an artifact (relative to an instance's output
 // directory) under the output root, refusing one that escapes it.
 func (p *probe) findArtifact(rel string) (string, error) {
-	c := path.Clean(rel)
-	if rel == "" || path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
+	c, err := confine.Clean(rel)
+	if rel == "" || err != nil {
 		return "", fmt.Errorf("artifact %q is not a path inside the output directory", rel)
 	}
 	m, _ := filepath.Glob(filepath.Join(p.outRoot, "*", filepath.FromSlash(c)))

@@ -3,6 +3,8 @@ package policy
 import (
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/confine"
+
 	"github.com/fluffy-waffle/fluffy/policy/glob"
 )
 
@@ -24,6 +26,7 @@ type builtinKind uint8
 
 const (
 	kindConfinement builtinKind = iota
+	kindKernelDir
 	kindProtect
 	kindPolicyUpdate
 	kindFixed // tests only: a fixed verdict
@@ -37,6 +40,10 @@ func (b *builtinRule) eval(p *prepared) (Action, string) {
 		if p.req.Path != "" && !p.pathOK {
 			return Deny, "invalid path " + quote(p.req.Path) + ": " + p.badWhy
 		}
+	case kindKernelDir:
+		if p.inFluffy && isPlugin(p.req.Caller) {
+			return Deny, "the project's " + confine.KernelDir + " directory (policy, audit log, session data) belongs to the kernel; no plugin may read, list or change it"
+		}
 	case kindProtect:
 		if !p.inFluffy || !mutatesFS(p.req.Syscall) {
 			return Pass, ""
@@ -48,7 +55,7 @@ func (b *builtinRule) eval(p *prepared) (Action, string) {
 		if p.req.Syscall != "policy.update" {
 			return Pass, ""
 		}
-		if p.req.Caller.Kind == "plugin" || p.req.Caller.Plugin != "" {
+		if isPlugin(p.req.Caller) {
 			return Deny, "only the user can change the policy; plugins may not request policy.update"
 		}
 		return RequireReview, "policy changes always need human review"
@@ -57,6 +64,10 @@ func (b *builtinRule) eval(p *prepared) (Action, string) {
 	}
 	return Pass, ""
 }
+
+// isPlugin reports whether the caller is a plugin (or claims a plugin
+// name, which only plugins' requests carry).
+func isPlugin(c Caller) bool { return c.Kind == "plugin" || c.Plugin != "" }
 
 // BuiltinInfo describes a built-in rule for `fluffy policy show`.
 type BuiltinInfo struct{ Name, Description string }
@@ -97,22 +108,25 @@ func protect(name, desc, reason string, patterns ...string) builtinRule {
 func builtinRules() []builtinRule {
 	return []builtinRule{
 		{name: "builtin.path-confinement", desc: "paths must be project-relative and stay inside the project", kind: kindConfinement},
+		{name: "builtin.kernel-dir-private", desc: "plugins can neither read nor change anything in the project's .fluffy directory", kind: kindKernelDir},
 		protect("builtin.policy-files", "policy files cannot be changed through fs.* (only policy.update)",
 			"policy files can only be changed through `fluffy policy update` (policy.update), never fs.*",
-			"/.fluffy/policy*.yaml", "/.fluffy/policy.d/", "/.fluffy/.policy*"),
+			"/.fluffy/policy*.yaml", "/.fluffy/policy.d", "/.fluffy/.policy*"),
 		{name: "builtin.policy-update-review", desc: "policy.update always needs human review, and plugins may never request it", kind: kindPolicyUpdate},
 		protect("builtin.bootstrap-files", "bootstrap files of the project's fluffy directory are immutable to plugins",
 			"bootstrap files are owned by the fluffy bootstrap, not by plugins",
-			"/.fluffy/bootstrap/", "/.fluffy/bootstrap*.yaml", "/.fluffy/config.yaml"),
+			"/.fluffy/bootstrap", "/.fluffy/bootstrap*.yaml", "/.fluffy/config.yaml"),
 		protect("builtin.kernel-files", "kernel runtime files (sockets, pid files, plugin store) are immutable to plugins",
 			"kernel runtime files are owned by the kernel",
-			"/.fluffy/kernel/", "/.fluffy/run/", "/.fluffy/*.sock", "/.fluffy/*.pid", "/.fluffy/plugins/"),
-		protect("builtin.audit-store", "the audit log cannot be modified except by the kernel",
-			"the audit log is append-only and written by the kernel alone",
-			"/.fluffy/audit/", "/.fluffy/audit*"),
-		protect("builtin.state-store", "the state machine store and the coverage baseline cannot be modified except by the kernel",
-			"the workflow state store and the tech-debt baseline are written by the kernel alone",
-			"/.fluffy/state/", "/.fluffy/state*", "/.fluffy/sessions/", "/.fluffy/coverage-baseline.json"),
+			"/.fluffy/kernel", "/.fluffy/run", "/.fluffy/*.sock", "/.fluffy/*.pid", "/.fluffy/plugins"),
+		// host/store.DefaultDir: the audit log, sessions, the workflow
+		// machine and the merge log all live in one badger directory; a
+		// damaged one is kept beside it as db.corrupt-<time>. out/ is where
+		// proposed changes lived before sessions moved them to $FLUFFY_HOME.
+		// host/state keeps the tech-debt baseline beside it.
+		protect("builtin.project-store", "the project database (audit log, sessions, workflow state, merge log) and the coverage baseline are written by the kernel alone",
+			"the project database and the tech-debt baseline are written by the kernel alone",
+			"/.fluffy/db", "/.fluffy/db.*", "/.fluffy/out", "/.fluffy/sessions", "/.fluffy/coverage-baseline.json"),
 	}
 }
 

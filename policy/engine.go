@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/policy/glob"
 	"github.com/fluffy-waffle/fluffy/policy/token"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -351,7 +352,7 @@ func (e *Engine) Issue(ctx context.Context, req Request, scope token.Scope) (tok
 	// The token covers exactly the path that was evaluated: a wider glob
 	// would let it skip YAML rules never evaluated for the other paths.
 	scope.Paths = nil
-	if req.Path != "" && isRoot(req.Path) {
+	if req.Path != "" && confine.IsRoot(req.Path) {
 		return token.Token{}, res, uerr.New("POLICY_TOKEN_SCOPE", "no capability tokens for the project root",
 			"a token covers exactly one file or directory below the root", "request a token for a path inside the project")
 	}

@@ -31,21 +31,29 @@ func FuzzLoad(f *testing.F) {
 }
 
 // FuzzEvaluate: any request gets one of the three decisions, a reason for
-// any deny, and the built-in protections hold whatever the path spelling.
+// any deny, explain agrees with evaluate, and the built-in protections hold
+// whatever the path spelling (checked against builtinModel, written
+// independently of the engine, over an allow-everything policy).
 func FuzzEvaluate(f *testing.F) {
 	p, err := Default()
 	if err != nil {
 		f.Fatal(err)
 	}
 	e := NewEngine(p, Options{})
-	f.Add("fs.write", "src/a.go", "", "strict", "test_writing", int64(10), "code-executor")
-	f.Add("fs.write", ".fluffy/policy.yaml", "", "", "", int64(0), "")
-	f.Add("fs.read", "../../etc/passwd", "", "", "", int64(0), "")
-	f.Add("net.connect", "", "api.openai.com", "", "", int64(0), "ai-provider")
-	f.Add("fs.write", "./.FLUFFY//audit/x", "", "", "", int64(0), "L2")
-	f.Fuzz(func(t *testing.T, syscall, path, host, mode, state string, size int64, sandbox string) {
+	all := allowAll(f)
+	f.Add("fs.write", "src/a.go", "", "strict", "test_writing", int64(10), "code-executor", "plugin")
+	f.Add("fs.write", ".fluffy/policy.yaml", "", "", "", int64(0), "", "user")
+	f.Add("fs.read", "../../etc/passwd", "", "", "", int64(0), "", "plugin")
+	f.Add("net.connect", "", "api.openai.com", "", "", int64(0), "ai-provider", "plugin")
+	f.Add("fs.write", "./.FLUFFY//audit/x", "", "", "", int64(0), "L2", "user")
+	f.Add("fs.delete", ".fluffy/DB", "", "", "", int64(0), "", "user")
+	f.Add("fs.read", ".fluffy/db/000001.vlog", "", "", "", int64(0), "", "plugin")
+	f.Fuzz(func(t *testing.T, syscall, path, host, mode, state string, size int64, sandbox, callerKind string) {
 		req := Request{Syscall: syscall, Path: path, Host: host, SessionMode: mode, State: state, Size: size, Sandbox: sandbox,
-			Caller: Caller{Kind: "plugin", Plugin: "fz", PluginKind: "tool", Instance: "fz#1"}}
+			Caller: Caller{Kind: callerKind, PluginKind: "tool", Instance: "fz#1"}}
+		if callerKind == "plugin" {
+			req.Caller.Plugin = "fz"
+		}
 		r := e.Evaluate(context.Background(), req)
 		switch r.Decision {
 		case Allow:
@@ -60,12 +68,6 @@ func FuzzEvaluate(f *testing.F) {
 		if x.Decision != r.Decision {
 			t.Fatalf("explain %v != evaluate %v for %s", x.Decision, r.Decision, req)
 		}
-		pp := prepare(&req)
-		if mutatesFS(syscall) && pp.pathOK {
-			lower := pp.path.String()
-			if len(lower) >= 20 && (lower[:20] == ".fluffy/policy.yaml" || lower == ".fluffy/policy.yaml") && r.Decision != Deny {
-				t.Fatalf("policy file writable: %s", req)
-			}
-		}
+		checkBuiltins(t, all, req)
 	})
 }

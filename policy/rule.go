@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/policy/glob"
 	"github.com/fluffy-waffle/fluffy/policy/units"
 )
@@ -221,46 +222,19 @@ func prepareBuf(r *Request, buf []string) prepared {
 	if r.Path == "" {
 		return p
 	}
-	switch {
-	case r.Path[0] == '/':
-		p.badWhy = "absolute path; policy paths are project-relative"
-	case hasBackslashOrNUL(r.Path):
-		p.badWhy = "path contains a backslash or NUL byte"
-	}
-	if p.badWhy == "" {
-		// Splitting keeps every ".." segment (only "" and "." are dropped),
-		// so this is hasDotDot(r.Path) without a second pass.
-		if path := glob.ParsePathBuf(buf, r.Path); path.HasSegment("..") {
-			p.badWhy = "path leaves the project (..)"
-		} else {
-			p.path = path
-		}
-	}
-	if p.badWhy == "" && p.path.Empty() {
-		if isRoot(r.Path) {
-			p.root = true
-		} else {
-			p.badWhy = "empty path"
-		}
+	// One lexical rule for every project path (confine.Check): relative,
+	// no NUL or backslash, no "..", not empty. The root itself (".", "./")
+	// is a valid path of its own: listing or searching the whole project
+	// is judged on it, and only "**" patterns match it.
+	switch p.badWhy = confine.Check(r.Path); {
+	case p.badWhy == "":
+		p.path = glob.ParsePathBuf(buf, r.Path)
+	case confine.IsRoot(r.Path):
+		p.badWhy, p.root = "", true
 	}
 	p.pathOK = p.badWhy == ""
-	p.inFluffy = p.pathOK && strings.EqualFold(p.path.First(), ".fluffy")
+	p.inFluffy = p.pathOK && strings.EqualFold(p.path.First(), confine.KernelDir)
 	return p
-}
-
-// isRoot reports whether a relative path names the project root itself:
-// only "." segments and slashes (".", "./", "./."). Listing or searching
-// the whole project is judged on this path; only "**" patterns match it.
-func isRoot(s string) bool {
-	if s == "" || s[0] == '/' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] != '.' && s[i] != '/' {
-			return false
-		}
-	}
-	return !strings.Contains(s, "..")
 }
 
 // matchSet matches the prepared path against a glob set.
@@ -269,17 +243,6 @@ func (p *prepared) matchSet(s *glob.Set) bool {
 		return s.MatchRoot()
 	}
 	return s.Match(p.path)
-}
-
-// hasBackslashOrNUL is strings.ContainsAny(s, "\\\x00") in one pass
-// without building a set (paths are short; this runs on every request).
-func hasBackslashOrNUL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '\\' || c == 0 {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *prepared) hostDeclared() bool {

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 
+	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -91,10 +92,7 @@ func NewContainers(ctx context.Context, cfg ContainersConfig) (*Containers, erro
 	if err != nil {
 		return nil, err
 	}
-	gid := os.Getgid()
-	if gid == 0 {
-		gid = SandboxGID
-	}
+	_, gid := GuestIdentity()
 	return &Containers{cfg: cfg, log: cfg.Logger, image: ref, runtimes: pi.Runtimes, gid: gid}, nil
 }
 
@@ -215,7 +213,7 @@ func prepareOutDir(dir string, gid int) error {
 // OperationDir creates <outDir>/<operationID>/ for one operation (one
 // subdirectory per operation) and returns its host path.
 func OperationDir(outDir, operationID string) (string, error) {
-	if operationID == "" || operationID == "." || operationID == ".." || strings.ContainsAny(operationID, "/\\\x00") {
+	if confine.Name(operationID) != nil {
 		return "", uerr.New("SANDBOX_BAD_OPERATION_ID", fmt.Sprintf("invalid operation id %q", operationID),
 			"an operation id names one directory under the output directory", "use a plain name without slashes")
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -14,6 +15,20 @@ const (
 	SandboxUID = 65532
 	SandboxGID = 65532
 )
+
+// GuestIdentity is the uid and gid a plugin runs as inside an L2 container:
+// SandboxUID, with the kernel's own group (SandboxGID when the kernel runs
+// as root) so that go-plugin's group-writable socket reaches it. Whatever
+// is mounted into the container must be readable by this identity; the
+// session workspace uses it to decide which project files it can share
+// with the sandbox by hard link and which it must copy.
+func GuestIdentity() (uid, gid int) {
+	gid = os.Getgid()
+	if gid == 0 {
+		gid = SandboxGID
+	}
+	return SandboxUID, gid
+}
 
 // Paths inside an L2 container.
 const (

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
@@ -246,28 +247,34 @@ func fsWrite(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) 
 	if a.Content != nil && len(*a.Content) > maxWriteBytes {
 		return nil, uerr.New("FS_TOO_LARGE", fmt.Sprintf("content for %s is %d bytes", a.Path, len(*a.Content)), fmt.Sprintf("fs.write accepts at most %d bytes", maxWriteBytes), "split the file or write it in parts")
 	}
-	rel, err := toolpath.Clean(a.Path)
+	// Never the root, .fluffy/ or a .git/ directory (FS_PATH_RESERVED).
+	rel, err := confine.Writable(a.Path)
 	if err != nil {
 		return nil, err
 	}
-	if rel == "." {
-		return nil, uerr.New("FS_IS_DIR", "cannot write the project root", "the path names the root directory", "name a file inside the project")
+	if tc.Workspace == "" {
+		return nil, uerr.New("FS_NOT_CONFIGURED", "tool-fs has no workspace", "the kernel did not send a workspace in Configure", "this is a kernel bug; report it")
 	}
-	root, err := toolpath.OpenRoot("tool-fs", tc.Workspace)
+	root, err := confine.OpenRoot(tc.Workspace)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	old, err := root.ReadFile(rel)
+	// A parent that escapes through a symlink is an escape; one that stays
+	// inside is refused all the same: a write changes exactly the file it
+	// names (FS_PATH_SYMLINK).
+	if dir := path.Dir(rel); dir != "." {
+		if _, perr := root.OS().Stat(dir); perr != nil && !errors.Is(perr, fs.ErrNotExist) {
+			return nil, toolpath.Err(rel, perr)
+		}
+	}
+	if err := root.NoLinks(rel); err != nil {
+		return nil, err
+	}
+	old, err := root.OS().ReadFile(rel)
 	exists := true
 	if errors.Is(err, fs.ErrNotExist) {
 		old, exists = nil, false
-		// A missing file is fine, but its parent must not escape through a symlink.
-		if dir := path.Dir(rel); dir != "." {
-			if _, perr := root.Stat(dir); perr != nil && !errors.Is(perr, fs.ErrNotExist) {
-				return nil, toolpath.Err(rel, perr)
-			}
-		}
 	} else if err != nil {
 		return nil, toolpath.Err(rel, err)
 	}
@@ -287,7 +294,7 @@ func fsWrite(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) 
 	if op == "" {
 		op = tc.Call.ID
 	}
-	if op == "" || strings.ContainsAny(op, `/\`) || op == "." || op == ".." {
+	if confine.Name(op) != nil {
 		return nil, uerr.New("TOOL_ARGS_INVALID", fmt.Sprintf("operation id %q is not usable as a directory name", op), "the kernel must send a plain operation id", "this is a kernel bug; report it")
 	}
 	opDir := filepath.Join(tc.OutDir, op)

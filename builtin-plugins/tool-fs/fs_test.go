@@ -30,6 +30,7 @@ func TestToolFS(t *testing.T) {
 	os.WriteFile(filepath.Join(outside, "secret"), []byte("top secret"), 0o644)
 	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(env.Workspace, "leak"))
 	os.Symlink(outside, filepath.Join(env.Workspace, "leakdir"))
+	os.Symlink("src", filepath.Join(env.Workspace, "srclink"))
 	for _, v := range []int{1, 2} {
 		c := plugintest.InProcessTool(t, newToolSet(hclog.NewNullLogger()), v, env)
 		cases := []struct {
@@ -54,6 +55,9 @@ func TestToolFS(t *testing.T) {
 			{"write-stale", "fs.write", `{"path":"README","content":"x","expected_sha256":"abc"}`, "STALE_FILE", ""},
 			{"write-escape", "fs.write", `{"path":"../x","content":"x"}`, "FS_PATH_ESCAPES", ""},
 			{"write-through-symlink", "fs.write", `{"path":"leakdir/new","content":"x"}`, "FS_PATH_ESCAPES", ""},
+			{"write-through-inner-symlink", "fs.write", `{"path":"srclink/b.go","content":"x"}`, "FS_PATH_SYMLINK", ""},
+			{"write-git-hook", "fs.write", `{"path":".git/hooks/pre-commit","content":"#!/bin/sh\n"}`, "FS_PATH_RESERVED", ""},
+			{"write-kernel-dir", "fs.write", `{"path":".fluffy/db/MANIFEST","content":"x"}`, "FS_PATH_RESERVED", ""},
 		}
 		for _, tc := range cases {
 			r := call(t, c, tc.tool, tc.args)

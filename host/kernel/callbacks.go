@@ -4,15 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path"
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/kernel"
@@ -36,9 +33,7 @@ func (k *Kernel) kernelService(instanceID string, spec supervisor.Spec) kernel.S
 	return &callbacks{k: k, instance: instanceID, spec: spec}
 }
 
-func (c *callbacks) caller() policy.Caller {
-	return policy.Caller{Kind: "plugin", Plugin: c.spec.Name, PluginKind: string(c.spec.Kind), Instance: c.instance, Tags: c.spec.Tags, Hosts: c.spec.Network}
-}
+func (c *callbacks) caller() policy.Caller { return callerOf(c.spec, c.instance) }
 
 func (c *callbacks) judge(ctx context.Context, req policy.Request) error {
 	t0 := time.Now()
@@ -73,26 +68,37 @@ func (c *callbacks) RequestCapability(ctx context.Context, syscall, pathGlob str
 	return base.Capability{TokenID: tok.ID, Expires: tok.Expires}, nil
 }
 
-// ReadFile reads a project file on the plugin's behalf, after the policy
-// allowed fs.read of it; the read is confined to the workspace.
+// ReadFile reads a file on the plugin's behalf, from the plugin's own
+// view of the session (the project with the changeset applied, minus what
+// the policy denies it). The path is cleaned and judged as fs.read; when a
+// symbolic link leads elsewhere, the path it resolves to is judged too, so
+// a link named docs/notes.txt cannot read .env.
 func (c *callbacks) ReadFile(ctx context.Context, p string, maxBytes int64) ([]byte, string, error) {
-	clean := path.Clean(strings.ReplaceAll(p, "\\", "/"))
-	if err := c.judge(ctx, policy.Request{Syscall: "fs.read", Path: p, Caller: c.caller()}); err != nil {
+	clean, err := confine.Clean(p)
+	if err != nil {
 		return nil, "", err
 	}
-	root, err := os.OpenRoot(c.k.workspace)
+	if err := c.judge(ctx, policy.Request{Syscall: "fs.read", Path: clean, Caller: c.caller()}); err != nil {
+		return nil, "", err
+	}
+	root, err := c.k.Session.ViewRoot(c.spec.Name)
 	if err != nil {
 		return nil, "", err
 	}
 	defer root.Close()
-	f, err := root.Open(clean)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", uerr.Wrap(err, "FS_NOT_FOUND", clean+" does not exist", "no such file in the project", "check the path")
-	}
+	f, canon, err := root.Open(clean)
 	if err != nil {
-		return nil, "", uerr.Wrap(err, "FS_PATH_ESCAPES", "cannot read "+clean, err.Error(), "use a path inside the project")
+		return nil, "", err
 	}
 	defer f.Close()
+	if canon != clean {
+		if err := c.judge(ctx, policy.Request{Syscall: "fs.read", Path: canon, Caller: c.caller()}); err != nil {
+			return nil, "", err
+		}
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, "", uerr.New("FS_NOT_FILE", clean+" is not a regular file", "only files can be read", "use a file path")
+	}
 	if maxBytes <= 0 || maxBytes > 8<<20 {
 		maxBytes = 8 << 20
 	}

@@ -39,6 +39,9 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 	home, ws := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("visible\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, ".env"), []byte("API_KEY=secret\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "docs"), 0o755)
+	os.Symlink("../.env", filepath.Join(ws, "docs", "notes.txt"))
+	os.Symlink("../a.txt", filepath.Join(ws, "docs", "a-link.txt"))
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fixture")
 	cmd := exec.Command("go", "build", "-o", bin, "../../internal/fixtureplugin")
@@ -98,5 +101,19 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 	issued, _ := k.Audit.Recent(ctx, 10, audit.EventCapabilityIssued)
 	if !sawDeny || len(issued) != 1 || issued[0].CapabilityID != ok["token"] {
 		t.Fatalf("audit: deny recorded %v, capabilities %+v", sawDeny, issued)
+	}
+	// Judged by what they name after resolving links, from the plugin's own
+	// view: a link to .env reads nothing, a link to an allowed file works;
+	// the kernel's .fluffy/ (the raw audit database) is never served.
+	if viaLink := call("docs/notes.txt"); viaLink["content"] != "" || viaLink["read_error"] == "" {
+		t.Fatalf("a symlink to .env must not read it: %v", viaLink)
+	}
+	if ok := call("docs/a-link.txt"); ok["content"] != "visible\n" {
+		t.Fatalf("a symlink to an allowed file reads it: %v", ok)
+	}
+	for _, p := range []string{".fluffy/db/MANIFEST", ".FLUFFY/db/MANIFEST", "docs/../.fluffy/db/MANIFEST"} {
+		if db := call(p); db["content"] != "" || !strings.Contains(db["read_error"], "POLICY_DENIED") {
+			t.Fatalf("%s must be refused: %v", p, db)
+		}
 	}
 }

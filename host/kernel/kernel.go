@@ -15,6 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/host/workspace"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -61,7 +62,11 @@ type Kernel struct {
 	// Policy judges every kernel callback a plugin makes.
 	Policy *policy.Engine
 	// Router is the one path of every tool call.
-	Router    *router.Router
+	Router *router.Router
+	// Session is the session's workspace: the views plugins see as
+	// /workspace and (later) the changeset.
+	Session   *workspace.Session
+	ephemeral bool // the session was made for this kernel alone
 	workspace string
 	sandboxed bool
 	progress  func(string)
@@ -115,6 +120,10 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	if o.NetworkAuditor == nil {
 		o.NetworkAuditor = Auditor{Log: k.Audit, Logger: o.Logger}
 	}
+	if err := k.openSession(ctx, o); err != nil {
+		k.Close()
+		return nil, err
+	}
 	launcher := o.Launcher
 	kernelID := ""
 	if launcher == nil {
@@ -132,8 +141,9 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	}
 	k.Plugins = supervisor.New(supervisor.Options{
 		Logger: o.Logger, Launcher: launcher, StartTimeout: o.StartTimeout, KernelID: kernelID,
-		Workspace: o.Workspace, SessionID: o.SessionID, SessionMode: o.SessionMode,
-		OutRoot:        filepath.Join(o.Workspace, ".fluffy", "out"),
+		SessionID: k.Session.ID(), SessionMode: o.SessionMode,
+		Views:          views{k: k, mode: o.SessionMode},
+		OutRoot:        filepath.Join(k.Session.Dir(), "out"),
 		Observer:       k,
 		KernelService:  k.kernelService,
 		HealthInterval: 30 * time.Second,
@@ -230,6 +240,13 @@ func (k *Kernel) Close() {
 	}
 	if k.HomeAudit != nil {
 		_ = k.HomeAudit.Close()
+	}
+	if k.Session != nil {
+		if k.ephemeral {
+			_ = k.Session.Remove()
+		} else {
+			_ = k.Session.Close()
+		}
 	}
 	if k.db != nil {
 		_ = k.db.Close()

@@ -17,19 +17,17 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// TestToolFSRunsInDockerSandbox is the whole path: an installed plugin,
-// started lazily by the kernel inside an L2 container through the
-// runtime-docker adapter, reading the read-only workspace and proposing a
-// write that lands as a patch in the host's output directory.
-func TestToolFSRunsInDockerSandbox(t *testing.T) {
+// dockerKernel opens a kernel on ws with the real docker sandbox and
+// tool-fs installed (skipping only when Docker is truly absent and
+// FLUFFY_REQUIRE_DOCKER is unset).
+func dockerKernel(t *testing.T, ws string) *Kernel {
+	t.Helper()
 	// Unix socket paths are limited to 108 bytes; t.TempDir() names are long.
 	home, err := os.MkdirTemp("", "fh")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
-	ws := t.TempDir()
-	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
 	adapter := filepath.Join(t.TempDir(), "runtime-docker")
 	cmd := exec.Command("go", "build", "-o", adapter, "../../builtin-plugins/runtime-docker")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -46,7 +44,7 @@ func TestToolFSRunsInDockerSandbox(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	defer k.Close()
+	t.Cleanup(k.Close)
 	if _, err := k.Registry.Install(ctx, src, registry.InstallOptions{BuiltinDirs: []string{filepath.Dir(src)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +55,19 @@ func TestToolFSRunsInDockerSandbox(t *testing.T) {
 	if err := k.Plugins.Add(spec); err != nil {
 		t.Fatal(err)
 	}
+	return k
+}
+
+// TestToolFSRunsInDockerSandbox is the whole path: an installed plugin,
+// started lazily by the kernel inside an L2 container through the
+// runtime-docker adapter, reading the read-only workspace and proposing a
+// write that lands as a patch in the session's output directory, outside
+// the project.
+func TestToolFSRunsInDockerSandbox(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
+	k := dockerKernel(t, ws)
+	ctx := context.Background()
 	r, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "1", OperationID: "op1", Tool: "fs.read", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
 	if err != nil || !r.OK || !strings.Contains(string(r.Output), `"one\n"`) {
 		t.Fatalf("read in sandbox: %v %+v", err, r)
@@ -66,7 +77,7 @@ func TestToolFSRunsInDockerSandbox(t *testing.T) {
 		t.Fatalf("write in sandbox: %v %+v", err, w)
 	}
 	st, _ := k.Plugins.Stats("tool-fs")
-	art := filepath.Join(ws, ".fluffy", "out", st.InstanceID, w.Changes[0].Artifact)
+	art := filepath.Join(k.Session.Dir(), "out", st.InstanceID, w.Changes[0].Artifact)
 	d, err := os.ReadFile(art)
 	if err != nil {
 		t.Fatalf("artifact not on the host: %v", err)
@@ -77,5 +88,64 @@ func TestToolFSRunsInDockerSandbox(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\n" {
 		t.Fatal("the sandboxed plugin changed the project")
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".fluffy", "out")); !os.IsNotExist(err) {
+		t.Fatalf("proposed changes must not be stored inside the project: %v", err)
+	}
+}
+
+// TestSandboxSeesOnlyWhatThePolicyAllows is issue 10 point 3 inside a real
+// container: /workspace is the project minus every path the default policy
+// denies tool-fs to read (.env, *.pem, .git/config), never .fluffy/ (the
+// raw audit database), and a symlink named docs/notes.txt pointing at
+// ../.env reads nothing. A 0600 file the policy allows is readable by the
+// sandbox user all the same.
+func TestSandboxSeesOnlyWhatThePolicyAllows(t *testing.T) {
+	ws := t.TempDir()
+	files := map[string]string{
+		"src/main.go":  "package main\n",
+		".env":         "API_KEY=sk-secret\n",
+		"tls/key.pem":  "-----BEGIN PRIVATE KEY-----\n",
+		".git/config":  "[remote \"origin\"]\n\turl = https://me:ghp_token@example.com/r.git\n",
+		".git/HEAD":    "ref: refs/heads/main\n",
+		"private.txt":  "mine\n",
+		".env.example": "API_KEY=\n",
+	}
+	for p, c := range files {
+		os.MkdirAll(filepath.Join(ws, filepath.Dir(p)), 0o755)
+		os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644)
+	}
+	os.Chmod(filepath.Join(ws, "private.txt"), 0o600)
+	os.MkdirAll(filepath.Join(ws, "docs"), 0o755)
+	os.Symlink("../.env", filepath.Join(ws, "docs", "notes.txt"))
+	k := dockerKernel(t, ws) // creates <ws>/.fluffy/db: the project's audit database
+	ctx := context.Background()
+	call := func(tl, args string) tool.Result {
+		t.Helper()
+		r, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "c", OperationID: "op", Tool: tl, Args: json.RawMessage(args)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, p := range []string{".env", "tls/key.pem", ".git/config", "docs/notes.txt", ".fluffy/db/MANIFEST", ".FLUFFY/db/MANIFEST"} {
+		r := call("fs.read", `{"path":"`+p+`"}`)
+		if r.OK || strings.Contains(string(r.Output), "secret") || strings.Contains(string(r.Output), "ghp_token") {
+			t.Errorf("%s must not be readable at /workspace: %+v", p, r)
+		}
+	}
+	for p, want := range map[string]string{"src/main.go": "package main", ".git/HEAD": "refs/heads/main", "private.txt": "mine", ".env.example": "API_KEY="} {
+		if r := call("fs.read", `{"path":"`+p+`"}`); !r.OK || !strings.Contains(string(r.Output), want) {
+			t.Errorf("%s must be readable: %+v", p, r)
+		}
+	}
+	r := call("fs.list", `{"path":"","recursive":true}`)
+	if !r.OK {
+		t.Fatalf("list: %+v", r)
+	}
+	for _, hidden := range []string{".fluffy", `".env"`, "key.pem", ".git/config", "notes.txt"} {
+		if strings.Contains(string(r.Output), hidden) {
+			t.Errorf("/workspace listing shows %s: %s", hidden, r.Output)
+		}
 	}
 }

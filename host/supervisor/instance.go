@@ -67,6 +67,12 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	workspace := s.opts.Workspace
+	if s.opts.Views != nil {
+		if workspace, err = s.opts.Views.View(ctx, spec); err != nil {
+			return nil, err
+		}
+	}
 	tail := newTailBuffer(8 << 10)
 	cfg := &plugin.ClientConfig{
 		HandshakeConfig:  base.Handshake(),
@@ -79,7 +85,7 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 	}
 	ls := sandbox.LaunchSpec{
 		Name: spec.Name, Version: spec.Version, Kind: string(spec.Kind), Binary: spec.Binary,
-		Template: spec.Template, Limits: spec.Limits, Workspace: s.opts.Workspace, OutDir: out,
+		Template: spec.Template, Limits: spec.Limits, Workspace: workspace, OutDir: out,
 		SessionID: s.opts.SessionID, InstanceID: id, KernelID: s.opts.KernelID, Network: spec.Network,
 		SHA256: spec.SHA256,
 	}

@@ -72,7 +72,14 @@ type Options struct {
 	KernelID       string
 	SessionID      string
 	SessionMode    string
-	Workspace      string
+	// Workspace is what every plugin sees read-only as /workspace when
+	// Views is nil.
+	Workspace string
+	// Views, when set, replaces Workspace: it gives each plugin the
+	// directory it sees as /workspace (the session's view for that plugin,
+	// or "" for none) and brings it up to date. It is asked when an
+	// instance starts and again before every use of it.
+	Views Views
 	// OutRoot holds one output directory per instance (default a temp dir).
 	OutRoot string
 	// KernelService builds the callback service for one instance; nil: none.
@@ -94,6 +101,12 @@ type Options struct {
 	// BuildCache is the project's build cache directory, mounted writable
 	// for core plugins that declare sandbox.build_cache.
 	BuildCache string
+}
+
+// Views supplies and refreshes each plugin's /workspace (host/workspace,
+// through the kernel).
+type Views interface {
+	View(ctx context.Context, spec Spec) (dir string, err error)
 }
 
 // Event names given to an Observer.

@@ -104,8 +104,17 @@ func (s *Supervisor) useInstance(ctx context.Context, name string, kind base.Kin
 			return err
 		}
 		defer inst.stop()
-	} else if inst, err = s.acquire(cctx, m); err != nil {
-		return err
+	} else {
+		if inst, err = s.acquire(cctx, m); err != nil {
+			return err
+		}
+		if s.opts.Views != nil {
+			// A warm instance keeps its mount; bring what it shows up to
+			// date (the session's changeset, the project, the policy).
+			if _, err := s.opts.Views.View(cctx, m.spec); err != nil {
+				return err
+			}
+		}
 	}
 	if err := f(cctx, inst); err != nil {
 		if ue, isUser := err.(*uerr.Error); isUser && ue.Code != base.CodeMalformed {

@@ -1,5 +1,5 @@
 // Package toolpath is the plugin side of path confinement for tool
-// plugins: it validates a project-relative path an AI sent (no absolute
+// plugins, a thin face of the one confinement helper (package confine): it validates a project-relative path an AI sent (no absolute
 // path, no `..` leaving the root, no NUL), opens the read-only workspace as
 // an os.Root (which refuses any traversal, symlinks included, that leaves
 // it) and turns filesystem errors on confined paths into structured errors.

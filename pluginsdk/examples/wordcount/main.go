@@ -14,11 +14,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path"
-	"strings"
+	"io"
 
+	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -60,19 +58,25 @@ func count(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMessage) (a
 	if err := json.Unmarshal(raw, &args); err != nil || args.Path == "" {
 		return nil, uerr.New("TOOL_ARGS_INVALID", "text.count needs a path", "the arguments have no usable \"path\"", `send {"path": "src/main.go"}`)
 	}
-	p := path.Clean(args.Path)
-	if path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
-		return nil, uerr.New("FS_PATH_ESCAPES", fmt.Sprintf("path %q is outside the project", args.Path), "plugins see only the project", "use a path relative to the project root")
+	// confine refuses absolute paths and ".." out, and its Root never
+	// follows a symlink outside the workspace.
+	p, err := confine.Clean(args.Path)
+	if err != nil {
+		return nil, err
 	}
-	// os.Root keeps symlinks from leading outside the workspace.
-	root, err := os.OpenRoot(tc.Workspace)
+	root, err := confine.OpenRoot(tc.Workspace)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	b, err := root.ReadFile(p)
+	f, _, err := root.Open(p)
 	if err != nil {
-		return nil, uerr.Wrap(err, "FS_NOT_FOUND", "cannot read "+p, err.Error(), "check the path")
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, uerr.Wrap(err, "FS_READ", "cannot read "+p, err.Error(), "check that the path names a file")
 	}
 	return counts{Path: p, Lines: bytes.Count(b, []byte("\n")), Words: len(bytes.Fields(b)), Bytes: len(b)}, nil
 }
