@@ -55,7 +55,7 @@ func builtinModel(req Request) Action {
 			n == "db", strings.HasPrefix(n, "db."), n == "out", n == "sessions",
 			strings.HasPrefix(n, "policy") && yaml, strings.HasPrefix(n, ".policy"),
 			strings.HasPrefix(n, "bootstrap") && yaml, n == "config.yaml",
-			strings.HasSuffix(n, ".sock"), strings.HasSuffix(n, ".pid"):
+			strings.HasSuffix(n, ".sock"), strings.HasSuffix(n, ".pid"), n == "coverage-baseline.json":
 			return Deny
 		}
 	}
@@ -100,7 +100,7 @@ func TestBuiltinProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	segPool := []string{".fluffy", ".FLUFFY", ".Fluffy", "policy.yaml", "Policy.YAML", "policy-dev.yaml", "policy.d",
 		".policy.lock", "bootstrap", "bootstrap.yaml", "bootstrap-x.YAML", "config.yaml", "kernel", "run", "k.sock", "K.PID",
-		"plugins", "db", "DB", "db.corrupt-1", "dbx", "out", "sessions", "audit", "state", "src", "a.go", ".env",
+		"plugins", "db", "DB", "coverage-baseline.json", "Coverage-Baseline.JSON", "db.corrupt-1", "dbx", "out", "sessions", "audit", "state", "src", "a.go", ".env",
 		".", "", "..", "x", "a\\b", "nul\x00", "policy", "yaml"}
 	syscalls := []string{"fs.read", "fs.write", "fs.delete", "fs.rename", "fs.list", "fs.exists", "fs.stat", "fs.chmod",
 		"search.grep", "test.run", "policy.update", "net.connect"}
