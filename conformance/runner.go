@@ -275,6 +275,12 @@ func (p *probe) newSupervisor(l supervisor.Launcher, outRoot string) (*superviso
 func (p *probe) spec() supervisor.Spec {
 	s := registry.Spec(p.m)
 	s.ConfigJSON = p.configJSON
+	// registry.Spec sets the template's timeout as the call deadline (the
+	// kernel kills a policy extension at 100 ms). The suite measures
+	// latency itself (POLICY-LATENCY-001), so a slow plugin fails that one
+	// item instead of every call being killed: only a deadline the manifest
+	// sets itself applies here, else the runner's CallTimeout.
+	s.Limits.Timeout = p.m.Sandbox.Timeout
 	return s
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -32,60 +33,87 @@ func FileSHA256(path string) (string, error) {
 }
 
 // VerifyChecksum hashes the entry binary and compares it with the manifest's
-// sha256. The entry must be a regular file that, after resolving symlinks,
-// still lies inside the plugin directory. Codes: MANIFEST_ENTRY_MISSING,
-// MANIFEST_ENTRY_ESCAPES, MANIFEST_ENTRY_NOT_REGULAR,
-// MANIFEST_CHECKSUM_MISMATCH, MANIFEST_READ_FAILED.
+// sha256. The entry must be a regular file inside the plugin directory,
+// reached without any symbolic link: not the file itself, not a directory
+// on the way (a link could point out of the plugin, or be repointed after
+// review). Codes: MANIFEST_ENTRY_MISSING, MANIFEST_ENTRY_SYMLINK,
+// MANIFEST_ENTRY_NOT_REGULAR, MANIFEST_CHECKSUM_MISMATCH,
+// MANIFEST_READ_FAILED.
 //
-// This is the early, friendly check; go-plugin's SecureConfig (fed by
-// Checksum) repeats it at exec time.
+// This is the early, friendly check. What runs is decided later by the
+// launcher, which verifies the bytes it actually starts (sandbox.BinaryStore).
 func (m *Manifest) VerifyChecksum() error {
+	f, err := m.OpenEntry()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
 	entry := m.EntryPath()
-	fi, err := os.Lstat(entry)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return uerr.Wrap(err, CodeEntryMissing, fmt.Sprintf("plugin %s: entry binary %s does not exist", m.Name, entry),
-				fmt.Sprintf("%s names entry %q, resolved inside %s", m.Path, m.Entry, m.Dir),
-				"build the plugin into that path (make build), or correct \"entry\" in "+FileName)
-		}
-		return uerr.Wrap(err, CodeReadFailed, fmt.Sprintf("plugin %s: cannot inspect entry binary %s", m.Name, entry), err.Error(),
-			"check the file's permissions")
-	}
-	if fi.Mode()&os.ModeSymlink != 0 {
-		resolved, err := filepath.EvalSymlinks(entry)
-		if err != nil {
-			return uerr.Wrap(err, CodeEntryMissing, fmt.Sprintf("plugin %s: entry %s is a dangling symlink", m.Name, entry), err.Error(),
-				"point entry at the real binary")
-		}
-		dir, err := filepath.EvalSymlinks(m.Dir)
-		if err != nil {
-			dir = m.Dir
-		}
-		if rel, err := filepath.Rel(dir, resolved); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return uerr.New(CodeEntryEscapes, fmt.Sprintf("plugin %s: entry %s is a symlink to %s, outside the plugin directory", m.Name, entry, resolved),
-				"only the plugin directory is mounted into the sandbox, and a link out of it could swap the binary after review",
-				"copy the binary into the plugin directory instead of linking to it")
-		}
-		if fi, err = os.Stat(resolved); err != nil {
-			return uerr.Wrap(err, CodeReadFailed, fmt.Sprintf("plugin %s: cannot inspect entry binary %s", m.Name, resolved), err.Error(), "check the file's permissions")
-		}
-	}
-	if !fi.Mode().IsRegular() {
-		return uerr.New(CodeEntryNotRegular, fmt.Sprintf("plugin %s: entry %s is not a regular file", m.Name, entry),
-			"entry must be the plugin's executable", "point entry at the binary, not at a directory or device")
-	}
-	got, err := FileSHA256(entry)
-	if err != nil {
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
 		return uerr.Wrap(err, CodeReadFailed, fmt.Sprintf("plugin %s: cannot read entry binary %s", m.Name, entry), err.Error(),
 			"check the file's permissions")
 	}
-	if got != m.SHA256 {
+	if got := hex.EncodeToString(h.Sum(nil)); got != m.SHA256 {
 		return uerr.New(CodeChecksumMismatch,
 			fmt.Sprintf("plugin %s: entry %s has sha256 %s, but %s says %s", m.Name, entry, got, m.Path, m.SHA256),
 			"the binary is not the one the manifest was written for: it was rebuilt, replaced or tampered with",
 			"if you rebuilt it yourself, restamp the manifest (make build, or stamp-manifest -in plugin.yaml -bin <entry> -out plugin.yaml) and reinstall; otherwise do not run it")
 	}
 	return nil
+}
+
+// OpenEntry opens the entry binary for reading after checking that every
+// component of the path below the plugin directory is a real directory and
+// the last one a regular file, none of them a symbolic link. The file is
+// opened with O_NOFOLLOW and checked again through its descriptor, so what
+// the caller reads is the file that was checked.
+func (m *Manifest) OpenEntry() (*os.File, error) {
+	entry := m.EntryPath()
+	parts := strings.Split(m.Entry, "/")
+	cur := m.Dir
+	for i, part := range parts {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, uerr.Wrap(err, CodeEntryMissing, fmt.Sprintf("plugin %s: entry binary %s does not exist", m.Name, entry),
+					fmt.Sprintf("%s names entry %q, resolved inside %s", m.Path, m.Entry, m.Dir),
+					"build the plugin into that path (make build), or correct \"entry\" in "+FileName)
+			}
+			return nil, uerr.Wrap(err, CodeReadFailed, fmt.Sprintf("plugin %s: cannot inspect entry binary %s", m.Name, entry), err.Error(),
+				"check the file's permissions")
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(cur)
+			return nil, uerr.New(CodeEntrySymlink, fmt.Sprintf("plugin %s: entry %s is reached through the symbolic link %s (-> %s)", m.Name, entry, cur, target),
+				"the entry must be a regular file inside the plugin directory: a link could point out of it, or be repointed after you reviewed the plugin",
+				"copy the binary (and its directory) into the plugin directory instead of linking to it")
+		}
+		if i < len(parts)-1 && !fi.IsDir() {
+			return nil, uerr.New(CodeEntryNotRegular, fmt.Sprintf("plugin %s: %s in entry %s is not a directory", m.Name, cur, entry),
+				"entry must be the path of the plugin's executable", "correct \"entry\" in "+FileName)
+		}
+		if i == len(parts)-1 && !fi.Mode().IsRegular() {
+			return nil, uerr.New(CodeEntryNotRegular, fmt.Sprintf("plugin %s: entry %s is not a regular file", m.Name, entry),
+				"entry must be the plugin's executable", "point entry at the binary, not at a directory or device")
+		}
+	}
+	f, err := os.OpenFile(entry, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, uerr.Wrap(err, CodeEntrySymlink, fmt.Sprintf("plugin %s: entry %s became a symbolic link while it was checked", m.Name, entry),
+				"the plugin directory is being changed", "stop whatever modifies the plugin directory and try again")
+		}
+		return nil, uerr.Wrap(err, CodeReadFailed, fmt.Sprintf("plugin %s: cannot open entry binary %s", m.Name, entry), err.Error(),
+			"check the file's permissions")
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, uerr.New(CodeEntryNotRegular, fmt.Sprintf("plugin %s: entry %s is not a regular file", m.Name, entry),
+			"entry must be the plugin's executable", "point entry at the binary, not at a directory or device")
+	}
+	return f, nil
 }
 
 // StampSHA256 returns manifest bytes with the top-level sha256 field set to

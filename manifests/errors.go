@@ -60,6 +60,7 @@ const (
 
 	CodeEntryMissing     = "MANIFEST_ENTRY_MISSING"
 	CodeEntryNotRegular  = "MANIFEST_ENTRY_NOT_REGULAR"
+	CodeEntrySymlink     = "MANIFEST_ENTRY_SYMLINK"
 	CodeChecksumMismatch = "MANIFEST_CHECKSUM_MISMATCH"
 	CodeStampFailed      = "MANIFEST_STAMP_FAILED"
 

@@ -462,16 +462,41 @@ func TestVerifyChecksum(t *testing.T) {
 		if err := os.Symlink(outside, filepath.Join(dir, "demo")); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.VerifyChecksum(); !uerr.HasCode(err, CodeEntryEscapes) {
-			t.Fatalf("want escapes, got %v", err)
+		if err := m.VerifyChecksum(); !uerr.HasCode(err, CodeEntrySymlink) {
+			t.Fatalf("want symlink refused, got %v", err)
 		}
 	})
+	// Any link is refused, even one that stays inside: it can be repointed
+	// after review.
 	t.Run("symlink inside", func(t *testing.T) {
 		dir, m := writePlugin(t, "demo", []byte("x"))
 		os.Rename(filepath.Join(dir, "demo"), filepath.Join(dir, "demo-1.0"))
 		if err := os.Symlink("demo-1.0", filepath.Join(dir, "demo")); err != nil {
 			t.Fatal(err)
 		}
+		if err := m.VerifyChecksum(); !uerr.HasCode(err, CodeEntrySymlink) {
+			t.Fatalf("want symlink refused, got %v", err)
+		}
+	})
+	// issue 9.3: an entry reached through a directory symlink (bin -> a
+	// directory outside the plugin) passed the old check, which only looked
+	// at the last component.
+	t.Run("directory symlink", func(t *testing.T) {
+		dir, m := writePlugin(t, "bin/demo", []byte("elsewhere"))
+		outside := filepath.Join(t.TempDir(), "real-bin")
+		if err := os.Rename(filepath.Join(dir, "bin"), outside); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, filepath.Join(dir, "bin")); err != nil {
+			t.Fatal(err)
+		}
+		err := m.VerifyChecksum()
+		if !uerr.HasCode(err, CodeEntrySymlink) || !strings.Contains(err.Error(), filepath.Join(dir, "bin")) {
+			t.Fatalf("want directory symlink refused, got %v", err)
+		}
+	})
+	t.Run("subdirectory ok", func(t *testing.T) {
+		_, m := writePlugin(t, "bin/demo", []byte("inside"))
 		if err := m.VerifyChecksum(); err != nil {
 			t.Fatal(err)
 		}

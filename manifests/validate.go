@@ -13,6 +13,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
+// ValidTag reports whether tag is a well-formed tag (a lowercase word).
+func ValidTag(tag string) bool { return tagRE.MatchString(tag) }
+
 var (
 	nameRE       = regexp.MustCompile(`^[a-z][a-z0-9-]{1,62}$`)
 	sha256RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)

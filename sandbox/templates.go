@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/policy/units"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -104,6 +105,36 @@ func LookupTemplate(name string) (Template, error) {
 			"set `sandbox.template` in plugin.yaml to one of them")
 	}
 	return t, nil
+}
+
+// CodeLimitAboveTemplate: a plugin asks for more than its template allows.
+const CodeLimitAboveTemplate = "SANDBOX_LIMIT_ABOVE_TEMPLATE"
+
+// CheckCeiling reports limits that raise the template's: a template's limits
+// are ceilings, a manifest may only lower them. Zero fields mean "the
+// template's value" and always pass. The error names every raised limit
+// with the template's value.
+func (t Template) CheckCeiling(plugin string, l Limits) error {
+	var over []string
+	if l.MemoryBytes > t.Limits.MemoryBytes {
+		over = append(over, fmt.Sprintf("memory %s > %s", units.FormatSize(l.MemoryBytes), units.FormatSize(t.Limits.MemoryBytes)))
+	}
+	if l.CPUs > t.Limits.CPUs {
+		over = append(over, fmt.Sprintf("cpu %g > %g", l.CPUs, t.Limits.CPUs))
+	}
+	if l.Pids > t.Limits.Pids {
+		over = append(over, fmt.Sprintf("pids %d > %d", l.Pids, t.Limits.Pids))
+	}
+	if l.Timeout > t.Limits.Timeout {
+		over = append(over, fmt.Sprintf("timeout %s > %s", l.Timeout, t.Limits.Timeout))
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	return uerr.New(CodeLimitAboveTemplate,
+		fmt.Sprintf("plugin %s asks for more than the %s sandbox template allows", plugin, t.Name),
+		"its manifest raises "+strings.Join(over, ", ")+" (the template's values are ceilings: a manifest may lower them, never raise them)",
+		fmt.Sprintf("lower or remove those sandbox overrides in plugin.yaml (at most the %s template's values), or choose a template whose limits fit", t.Name))
 }
 
 // Effective merges a template with the limits a LaunchSpec asks for: a

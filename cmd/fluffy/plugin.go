@@ -15,6 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func runPlugin(e *env, args []string) error {
@@ -26,6 +27,8 @@ func runPlugin(e *env, args []string) error {
 		"enable":  pluginEnable,
 		"disable": pluginDisable,
 		"call":    pluginCall,
+		"grant":   pluginGrant,
+		"revoke":  pluginRevoke,
 	})
 }
 
@@ -84,14 +87,29 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// stringList is a repeatable flag; each value may hold a comma list.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error {
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			*l = append(*l, x)
+		}
+	}
+	return nil
+}
+
 func pluginInstall(e *env, args []string) error {
 	fs := newFlags("plugin install")
-	yes := fs.Bool("yes", false, "approve a third-party plugin without asking")
+	yes := fs.Bool("yes", false, "approve a third-party plugin without asking (grants no tag)")
 	force := fs.Bool("force", false, "allow downgrade, reinstall, or a failed certification")
 	asJSON := fs.Bool("json", false, "print the installed record as JSON")
+	var grant stringList
+	fs.Var(&grant, "grant", "grant a tag the plugin requests, e.g. trusted_write (repeatable)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil || len(pos) != 1 {
-		return usageErr("plugin install", "expected exactly one plugin path", "usage: fluffy plugin install ./path [--yes] [--force] [--json]")
+		return usageErr("plugin install", "expected exactly one plugin path", "usage: fluffy plugin install ./path [--yes] [--grant TAG]... [--force] [--json]")
 	}
 	reg, closeFn, err := openRegistry(e)
 	if err != nil {
@@ -99,12 +117,13 @@ func pluginInstall(e *env, args []string) error {
 	}
 	defer closeFn()
 	opts := registry.InstallOptions{
-		Force: *force, Yes: *yes, BuiltinDirs: builtinPluginDirs(e),
+		Force: *force, Yes: *yes, Grant: grant, BuiltinDirs: builtinPluginDirs(e),
 		Progress: func(s string) { fmt.Fprintf(e.stderr, "  %s...\n", s) },
 	}
 	if e.isTTY {
-		opts.Confirm = func(rec registry.Record, notes []string) (bool, error) {
-			return confirmInstall(e, rec, notes)
+		in := bufio.NewReader(e.stdin)
+		opts.Confirm = func(c registry.Consent) (registry.Approval, error) {
+			return confirmInstall(e, in, c, pos[0])
 		}
 	}
 	opts.Certifier = newCertifier(e)
@@ -119,22 +138,93 @@ func pluginInstall(e *env, args []string) error {
 	return nil
 }
 
-func confirmInstall(e *env, rec registry.Record, notes []string) (bool, error) {
-	fmt.Fprintf(e.stderr, "\nPlugin %s@%s (%s) by %s\n  %s\n", rec.Name, rec.Version, rec.Kind, rec.Author, rec.Description)
-	fmt.Fprintf(e.stderr, "  tags: %s\n  capabilities: %s\n  sandbox: %s\n", strings.Join(rec.Tags, ", "), strings.Join(rec.Capabilities, ", "), rec.Template)
-	if len(rec.Tools) > 0 {
-		fmt.Fprintf(e.stderr, "  tools: %s\n", strings.Join(rec.Tools, ", "))
+// tagMeaning explains the tags the default policy gives meaning to.
+func tagMeaning(tag string) string {
+	switch tag {
+	case registry.TagTrustedWrite:
+		return "its writes are not sent to review (switches off the third-party-no-writes rule)"
+	case registry.TagCore:
+		return "treated as part of fluffy itself"
 	}
-	for _, n := range notes {
-		fmt.Fprintf(e.stderr, "  NOTE: %s\n", n)
+	return "policy rules that match caller_tag: " + tag + " apply to it"
+}
+
+// confirmInstall shows exactly what the user approves and asks: first the
+// plugin, then each tag it requests. A closed input is no answer, not "no".
+func confirmInstall(e *env, in *bufio.Reader, c registry.Consent, src string) (registry.Approval, error) {
+	rec := c.Record
+	w := e.stderr
+	fmt.Fprintf(w, "\nPlugin %s@%s (%s) by %s\n  %s\n", rec.Name, rec.Version, rec.Kind, dash(rec.Author), rec.Description)
+	fmt.Fprintf(w, "  from:           %s\n  sha256:         %s\n", rec.Source, rec.SHA256)
+	fmt.Fprintf(w, "  requested tags: %s\n  capabilities:   %s\n", dash(strings.Join(rec.RequestedTags, ", ")), dash(strings.Join(rec.Capabilities, ", ")))
+	sb := dash(rec.Template)
+	if l := c.Limits; l.MemoryBytes > 0 || l.Timeout > 0 {
+		sb += fmt.Sprintf(" (memory %d MiB, cpu %g, pids %d, timeout %s)", l.MemoryBytes>>20, l.CPUs, l.Pids, l.Timeout)
 	}
-	fmt.Fprint(e.stderr, "Install this plugin? [y/N] ")
-	line, err := bufio.NewReader(e.stdin).ReadString('\n')
-	if err != nil && line == "" {
-		return false, nil
+	fmt.Fprintf(w, "  sandbox:        %s\n  network hosts:  %s\n", sb, dash(strings.Join(c.Network, ", ")))
+	fmt.Fprintf(w, "  tools:          %s\n", dash(strings.Join(rec.Tools, ", ")))
+	for _, n := range c.Notes {
+		fmt.Fprintf(w, "  NOTE: %s\n", n)
 	}
-	ans := strings.ToLower(strings.TrimSpace(line))
-	return ans == "y" || ans == "yes", nil
+	ask := func(q string) (bool, error) {
+		fmt.Fprint(w, q+" [y/N] ")
+		line, err := in.ReadString('\n')
+		if err != nil && strings.TrimSpace(line) == "" {
+			return false, uerr.New(registry.CodeNotConfirmed, fmt.Sprintf("%s needs your approval, and no answer was given", rec.Name),
+				"the input ended before an answer was read; nothing of the plugin was run or installed",
+				fmt.Sprintf("answer y at the prompt, or review the plugin and run `fluffy plugin install %s --yes` (add --grant TAG for each tag you grant)", src))
+		}
+		a := strings.ToLower(strings.TrimSpace(line))
+		return a == "y" || a == "yes", nil
+	}
+	ok, err := ask("Install this plugin? Nothing of it runs before you answer; certification then runs it in its sandbox.")
+	if err != nil || !ok {
+		return registry.Approval{Approved: ok}, err
+	}
+	ap := registry.Approval{Approved: true}
+	for _, t := range c.Grantable {
+		g, err := ask(fmt.Sprintf("It requests the tag %s: %s. Grant it?", t, tagMeaning(t)))
+		if err != nil {
+			return registry.Approval{}, err
+		}
+		if g {
+			ap.Grant = append(ap.Grant, t)
+		}
+	}
+	return ap, nil
+}
+
+func pluginGrant(e *env, args []string) error {
+	return changeGrant(e, "grant", args)
+}
+
+func pluginRevoke(e *env, args []string) error {
+	return changeGrant(e, "revoke", args)
+}
+
+func changeGrant(e *env, verb string, args []string) error {
+	if len(args) != 2 {
+		return usageErr("plugin "+verb, "expected NAME TAG", "usage: fluffy plugin "+verb+" NAME TAG   (e.g. trusted_write)")
+	}
+	reg, closeFn, err := openRegistry(e)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	if verb == "grant" {
+		err = reg.Grant(context.Background(), args[0], args[1])
+	} else {
+		err = reg.Revoke(context.Background(), args[0], args[1])
+	}
+	if err != nil {
+		return err
+	}
+	rec, err := reg.Get(args[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s %s on %s; its tags are now: %s\n", map[string]string{"grant": "granted", "revoke": "revoked"}[verb], args[1], args[0], strings.Join(rec.Tags, ", "))
+	return nil
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -255,6 +345,9 @@ func pluginInfo(e *env, args []string) error {
 		fmt.Fprintf(w, "Reason:        %s\n", r.Reason)
 	}
 	fmt.Fprintf(w, "Description:   %s\nAuthor:        %s\nAPI versions:  %s\nTags:          %s\n", r.Description, r.Author, ints(r.APIVersions), strings.Join(r.Tags, ", "))
+	if len(r.RequestedTags) > 0 || len(r.GrantedTags) > 0 {
+		fmt.Fprintf(w, "  requested:   %s\n  granted:     %s\n", dash(strings.Join(r.RequestedTags, ", ")), dash(strings.Join(r.GrantedTags, ", ")))
+	}
 	fmt.Fprintf(w, "Capabilities:  %s\nSandbox:       %s\nSHA256:        %s\nDirectory:     %s\nInstalled:     %s\n",
 		strings.Join(r.Capabilities, ", "), dash(r.Template), r.SHA256, r.Dir, r.InstalledAt.Format("2006-01-02 15:04:05"))
 	if len(r.Tools) > 0 {

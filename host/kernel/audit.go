@@ -51,6 +51,7 @@ func (a Auditor) RecordPluginEvent(ctx context.Context, event string, rec regist
 		Metadata: map[string]string{
 			"plugin": rec.Name, "version": rec.Version, "kind": rec.Kind, "sha256": rec.SHA256,
 			"state": string(rec.State), "tags": strings.Join(rec.Tags, ","), "source": rec.Source,
+			"requested_tags": strings.Join(rec.RequestedTags, ","), "granted_tags": strings.Join(rec.GrantedTags, ","),
 			"manifest": rec.ManifestPath, "certified": certSummary(rec.Certification),
 		},
 	})

@@ -145,6 +145,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		Views:          views{k: k, mode: o.SessionMode},
 		OutRoot:        filepath.Join(k.Session.Dir(), "out"),
 		Observer:       k,
+		Admission:      k,
 		KernelService:  k.kernelService,
 		HealthInterval: 30 * time.Second,
 		// Read at every start, so a changed policy applies to the next one.
@@ -177,21 +178,34 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	return k, nil
 }
 
-// loadAll adds every enabled plugin's newest version to the supervisor.
+// loadAll adds, for every plugin name, the version that runs (Registry.Get:
+// the builtin one if fluffy ships the name, else the newest) unless it is
+// disabled.
 func (k *Kernel) loadAll(ctx context.Context) error {
 	recs, err := k.Registry.List(registry.Filter{})
 	if err != nil {
 		return err
 	}
 	seen := map[string]bool{}
-	for i := len(recs) - 1; i >= 0; i-- { // newest version first
-		r := recs[i]
-		if seen[r.Name] {
+	for _, x := range recs {
+		if seen[x.Name] {
 			continue
 		}
-		seen[r.Name] = true
+		seen[x.Name] = true
+		r, err := k.Registry.Get(x.Name)
+		if err != nil {
+			return err
+		}
 		if r.State == registry.StateDisabled {
 			continue
+		}
+		if sh, _ := k.Registry.Shadowed(r.Name); len(sh) > 0 {
+			for _, x := range sh {
+				k.log.Warn("a plugin in the store has the name of a builtin plugin and never runs: fluffy's own is used", "plugin", x.Name, "version", x.Version, "dir", x.Dir, "fix", "fluffy plugin remove "+x.Name+"@"+x.Version)
+				if k.progress != nil {
+					k.progress(fmt.Sprintf("note: %s@%s from %s is not used: %s is a builtin plugin name, so fluffy's own runs (remove it with `fluffy plugin remove %s@%s`)", x.Name, x.Version, x.Dir, x.Name, x.Name, x.Version))
+				}
+			}
 		}
 		spec, err := k.Registry.Runnable(r.Name)
 		if err == nil {
@@ -202,7 +216,7 @@ func (k *Kernel) loadAll(ctx context.Context) error {
 			_ = k.Registry.SetState(ctx, r.Name, r.Version, registry.StateRejected, err.Error())
 			continue
 		}
-		_ = k.Registry.SetState(ctx, r.Name, r.Version, registry.StateLoaded, "")
+		_ = k.Registry.SetState(ctx, spec.Name, spec.Version, registry.StateLoaded, "")
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/manifests"
+	"github.com/fluffy-waffle/fluffy/sandbox"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -20,20 +21,49 @@ type InstallOptions struct {
 	// Force allows a downgrade or a reinstall of the same version, and the
 	// install of a plugin that failed certification (recorded as forced).
 	Force bool
-	// Confirm asks the user to approve a plugin that is not core. Nil means
-	// there is no one to ask: the install is refused unless Yes is set.
-	Confirm func(rec Record, notes []string) (bool, error)
-	// Yes approves without asking.
+	// Confirm asks the user to approve a plugin that is not builtin, showing
+	// exactly what is approved, and which of the tags it requests to grant.
+	// Nil means there is no one to ask: the install is refused unless Yes
+	// is set.
+	Confirm func(c Consent) (Approval, error)
+	// Yes approves without asking. It grants no tag: only Grant does.
 	Yes bool
-	// BuiltinDirs are directories whose plugins may keep the core_plugin tag:
-	// the plugins shipped beside the fluffy binary. A plugin from anywhere
-	// else that claims core_plugin loses the tag and gains third_party.
+	// Grant lists tags the user grants on the command line (--grant).
+	Grant []string
+	// BuiltinDirs are fluffy's own plugin directories (bin/plugins beside
+	// the binary, $FLUFFY_BUILTIN_PLUGINS). A plugin from there is builtin:
+	// its manifest tags are honoured and it needs no approval. A plugin
+	// from anywhere else is third_party, gets only the tags the user grants,
+	// and may not take a builtin plugin's name.
 	BuiltinDirs []string
 	// Certifier, if set, runs the conformance suite before the copy.
 	Certifier Certifier
 	// Progress receives one line per step.
 	Progress func(step string)
 }
+
+// Consent is what the user approves: everything the plugin will be allowed
+// to be and do.
+type Consent struct {
+	Record Record
+	// Limits are the sandbox limits it will run under (the template's,
+	// lowered where the manifest asks); zero for template none.
+	Limits  sandbox.Limits
+	Network []string
+	// Grantable lists the requested tags the user may grant (ask for each).
+	Grantable []string
+	Notes     []string
+}
+
+// Approval is the user's answer.
+type Approval struct {
+	Approved bool
+	// Grant lists tags the user granted in answer to the question.
+	Grant []string
+}
+
+// CodeReservedName: a third-party plugin takes the name of a builtin one.
+const CodeReservedName = "REGISTRY_RESERVED_NAME"
 
 // Install validates the plugin at src (a directory holding plugin.yaml, or
 // the manifest itself), checks its binary's checksum and API range,
@@ -68,12 +98,42 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 		r.reject(ctx, manifestPath, m, err)
 		return Record{}, err
 	}
+	if err := CheckSandbox(m); err != nil {
+		r.reject(ctx, manifestPath, m, err)
+		return Record{}, err
+	}
+	builtin := isBuiltin(m.Dir, o.BuiltinDirs)
+	if !builtin && r.reservedName(m.Name, o.BuiltinDirs) {
+		err := uerr.New(CodeReservedName, fmt.Sprintf("%s is the name of a plugin fluffy ships", m.Name),
+			"builtin plugin names are reserved: a plugin from "+m.Dir+" may not take one, because it would stand in for fluffy's own "+m.Name,
+			"rename the plugin (name: in plugin.yaml and its Info), e.g. \""+m.Name+"-custom\"")
+		r.reject(ctx, manifestPath, m, err)
+		return Record{}, err
+	}
+	for _, t := range o.Grant {
+		if !Grantable(t) {
+			return Record{}, uerr.New("USAGE", fmt.Sprintf("tag %q cannot be granted", t),
+				"core_plugin and third_party follow from where a plugin comes from; other tags are lowercase words",
+				"grant a tag such as trusted_write, or leave --grant out")
+		}
+	}
 	rec := recordFrom(m, StateRegistered, r.opts.Now())
 	rec.Source = abs
+	rec.Builtin = builtin
 	var notes []string
-	if note := r.trustTags(&rec, m.Dir, o.BuiltinDirs); note != "" {
-		notes = append(notes, note)
+	var grantable []string
+	if !builtin {
+		for _, t := range m.Tags {
+			if Grantable(t) && !slices.Contains(o.Grant, t) {
+				grantable = append(grantable, t)
+			}
+		}
+		if slices.Contains(m.Tags, TagCore) {
+			notes = append(notes, "the manifest claims core_plugin, but the plugin does not come from fluffy's builtin plugins: it is treated as third-party")
+		}
+		rec.GrantedTags = slices.Clone(o.Grant)
 	}
+	rec.Tags = rec.effectiveTags()
 
 	// Version rules: never silently downgrade or replace.
 	existing, err := r.Versions(m.Name)
@@ -118,20 +178,31 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 		}
 	}
 
-	if !rec.HasTag(TagCore) || rec.Certification != nil && rec.Certification.Forced {
+	if !builtin || rec.Certification != nil && rec.Certification.Forced {
 		ok := o.Yes
 		if !ok {
 			if o.Confirm == nil {
 				return Record{}, uerr.New(CodeNotConfirmed, fmt.Sprintf("%s is a third-party plugin and needs your approval", m.Name),
-					"there is no terminal to ask on and --yes was not given",
-					fmt.Sprintf("review the plugin, then run `fluffy plugin install %s --yes`", src))
+					"there is no terminal to ask on and --yes was not given; nothing of the plugin was run or installed",
+					fmt.Sprintf("review the plugin (`fluffy plugin install %s` in a terminal shows what it asks for), then run `fluffy plugin install %s --yes`", src, src))
 			}
-			if ok, err = o.Confirm(rec, notes); err != nil {
+			c := Consent{Record: rec, Limits: Spec(m).Limits, Grantable: grantable, Notes: notes}
+			if m.Provider != nil {
+				c.Network = m.Provider.Network
+			}
+			ans, err := o.Confirm(c)
+			if err != nil {
 				return Record{}, err
 			}
-			if !ok {
+			if !ans.Approved {
 				return Record{}, uerr.New(CodeNotConfirmed, fmt.Sprintf("installation of %s was declined", m.Name), "you answered no", "nothing was installed")
 			}
+			for _, t := range ans.Grant {
+				if Grantable(t) && !slices.Contains(rec.GrantedTags, t) {
+					rec.GrantedTags = append(rec.GrantedTags, t)
+				}
+			}
+			rec.Tags = rec.effectiveTags()
 		}
 	}
 
@@ -158,35 +229,79 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 		event = "plugin_install_forced"
 	}
 	r.audit(ctx, event, rec, true)
+	for _, t := range rec.GrantedTags {
+		r.audit(ctx, "plugin_tag_grant", withReason(rec, "tag "+t+" granted by the user at install"), true)
+	}
 	return rec, nil
 }
 
-// trustTags applies the one trust rule for tags: core_plugin is honoured
-// only for plugins that live in one of fluffy's builtin directories; any
-// other plugin is third_party. It returns a note when it dropped a claim.
-func (r *Registry) trustTags(rec *Record, dir string, builtin []string) string {
-	note := ""
-	if rec.HasTag(TagCore) && !r.isBuiltin(dir, builtin) {
-		rec.Tags = slices.DeleteFunc(rec.Tags, func(t string) bool { return t == TagCore })
-		note = "the manifest claims core_plugin, but the plugin does not come from fluffy's builtin plugins: it is treated as third-party"
-	}
-	if !rec.HasTag(TagCore) && !rec.HasTag(TagThirdParty) {
-		rec.Tags = append(rec.Tags, TagThirdParty)
-	}
-	return note
+func withReason(rec Record, reason string) Record {
+	rec.Reason = reason
+	return rec
 }
 
-func (r *Registry) isBuiltin(dir string, builtin []string) bool {
+// isBuiltin reports whether dir lies inside one of fluffy's builtin plugin
+// directories.
+func isBuiltin(dir string, builtin []string) bool {
 	for _, b := range builtin {
 		b, err := filepath.Abs(b)
 		if err != nil {
 			continue
 		}
-		if rel, err := filepath.Rel(b, dir); err == nil && !strings.HasPrefix(rel, "..") {
+		if rel, err := filepath.Rel(b, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return true
 		}
 	}
 	return false
+}
+
+// reservedName reports whether name belongs to a builtin plugin: one fluffy
+// ships, or one found in a builtin directory.
+func (r *Registry) reservedName(name string, builtinDirs []string) bool {
+	if slices.Contains(BuiltinNames(), name) {
+		return true
+	}
+	for _, d := range builtinDirs {
+		found := false
+		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+			if err != nil || found {
+				return filepath.SkipDir
+			}
+			if e.IsDir() {
+				if rel, _ := filepath.Rel(d, p); strings.Count(rel, string(os.PathSeparator)) >= 3 {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if e.Name() == manifests.FileName {
+				if m, err := manifests.Load(p); err == nil && m.Name == name {
+					found = true
+				}
+			}
+			return nil
+		})
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckSandbox checks a manifest's sandbox request against its template:
+// the template must exist and its limits are ceilings.
+func CheckSandbox(m *manifests.Manifest) error {
+	if m.Sandbox.Template == "" || m.Sandbox.Template == manifests.TemplateNone {
+		return nil
+	}
+	tpl, err := sandbox.LookupTemplate(m.Sandbox.Template)
+	if err != nil {
+		return err
+	}
+	return tpl.CheckCeiling(m.Name, manifestLimits(m))
+}
+
+func manifestLimits(m *manifests.Manifest) sandbox.Limits {
+	return sandbox.Limits{MemoryBytes: m.Sandbox.MemoryBytes, CPUs: m.Sandbox.CPUs, Pids: m.Sandbox.Pids, Timeout: m.Sandbox.Timeout}
 }
 
 // copyPlugin copies the manifest and entry binary into dest atomically: a
@@ -223,7 +338,8 @@ func copyPlugin(m *manifests.Manifest, dest string) error {
 // Scan discovers plugin directories under dir (each holding plugin.yaml,
 // at most three levels deep) and registers them in place: valid,
 // compatible manifests become registered, the rest rejected. Tags follow
-// the same trust rule as Install (core_plugin only under builtinDirs), and
+// the same trust rule as Install (a manifest's tags count only under
+// builtinDirs; elsewhere only what the user granted), and
 // a version already installed into the store is left as installed. It
 // returns what it found.
 func (r *Registry) Scan(ctx context.Context, dir string, builtinDirs []string) ([]Record, error) {
@@ -252,12 +368,16 @@ func (r *Registry) Scan(ctx context.Context, dir string, builtinDirs []string) (
 		if err == nil {
 			err = supervisor.CheckAPIVersions(m.Name, m.APIVersions)
 		}
+		if err == nil {
+			err = CheckSandbox(m)
+		}
 		if err != nil {
 			found = append(found, r.reject(ctx, p, m, err))
 			return nil
 		}
 		rec := recordFrom(m, StateRegistered, r.opts.Now())
-		r.trustTags(&rec, m.Dir, builtinDirs)
+		rec.Builtin = isBuiltin(m.Dir, builtinDirs)
+		rec.Tags = rec.effectiveTags()
 		prev, gerr := r.get(m.Name, m.Version)
 		if gerr == nil && prev.Dir != rec.Dir && strings.HasPrefix(prev.Dir, r.StoreDir()+string(os.PathSeparator)) {
 			found = append(found, prev) // the installed copy wins
@@ -265,7 +385,8 @@ func (r *Registry) Scan(ctx context.Context, dir string, builtinDirs []string) (
 		}
 		if gerr == nil && prev.SHA256 == rec.SHA256 {
 			// Keep what the user decided (disabled) and when it arrived.
-			rec.State, rec.Reason, rec.InstalledAt, rec.Certification, rec.Tags = prev.State, prev.Reason, prev.InstalledAt, prev.Certification, prev.Tags
+			rec.State, rec.Reason, rec.InstalledAt, rec.Certification, rec.GrantedTags = prev.State, prev.Reason, prev.InstalledAt, prev.Certification, prev.GrantedTags
+			rec.Tags = rec.effectiveTags()
 		}
 		if err := r.put(pluginKey(m.Name, m.Version), rec); err != nil {
 			return err
@@ -296,4 +417,53 @@ func (r *Registry) get(name, version string) (Record, error) {
 // SetCertification stores a certification on an installed version.
 func (r *Registry) SetCertification(ctx context.Context, name, version string, c Certification) error {
 	return r.update(ctx, name, version, func(rec *Record) { rec.Certification = &c })
+}
+
+// Grant gives tag to every installed version of name, on the user's word
+// (`fluffy plugin grant`), and audits it. A builtin plugin needs no grants;
+// core_plugin and third_party cannot be granted.
+func (r *Registry) Grant(ctx context.Context, name, tag string) error {
+	return r.changeGrant(ctx, name, tag, true)
+}
+
+// Revoke takes back a tag the user granted, and audits it.
+func (r *Registry) Revoke(ctx context.Context, name, tag string) error {
+	return r.changeGrant(ctx, name, tag, false)
+}
+
+func (r *Registry) changeGrant(ctx context.Context, name, tag string, grant bool) error {
+	if !Grantable(tag) {
+		return uerr.New("USAGE", fmt.Sprintf("tag %q cannot be granted or revoked", tag),
+			"core_plugin and third_party follow from where a plugin comes from; other tags are lowercase words",
+			"name a tag such as trusted_write")
+	}
+	vs, err := r.Versions(name)
+	if err != nil {
+		return err
+	}
+	if len(vs) == 0 {
+		return uerr.New(CodeNotFound, fmt.Sprintf("no plugin named %s is installed", name), "the registry has no record of it", "run `fluffy plugin list`")
+	}
+	for _, v := range vs {
+		err := r.update(ctx, v.Name, v.Version, func(rec *Record) {
+			rec.GrantedTags = slices.DeleteFunc(rec.GrantedTags, func(t string) bool { return t == tag })
+			if grant {
+				rec.GrantedTags = append(rec.GrantedTags, tag)
+			}
+			rec.Tags = rec.effectiveTags()
+		})
+		if err != nil {
+			return err
+		}
+	}
+	rec, err := r.Get(name)
+	if err != nil {
+		return err
+	}
+	event, why := "plugin_tag_grant", "tag "+tag+" granted by the user"
+	if !grant {
+		event, why = "plugin_tag_revoke", "tag "+tag+" revoked by the user"
+	}
+	r.audit(ctx, event, withReason(rec, why), true)
+	return nil
 }

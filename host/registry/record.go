@@ -23,12 +23,59 @@ const (
 	StateDisabled   State = "disabled"
 )
 
-// Tags with meaning to the kernel.
+// Tags with meaning to the kernel. core_plugin and third_party are derived
+// from where a plugin comes from; every other tag (trusted_write, or any tag
+// a policy rule matches with caller_tag) reaches the policy only when the
+// user granted it. A manifest's tags are requests.
 const (
 	TagCore         = "core_plugin"
 	TagTrustedWrite = "trusted_write"
 	TagThirdParty   = "third_party"
 )
+
+// BuiltinNames are the plugins fluffy ships (builtin-plugins/). Their names
+// are reserved: a plugin from anywhere else may not take one, and when both
+// exist the builtin is the one that runs.
+func BuiltinNames() []string {
+	return []string{
+		"provider-anthropic", "provider-openai", "provider-replay", "runtime-docker",
+		"tool-fs", "tool-search", "tool-shell", "tool-test", "vcs-git",
+	}
+}
+
+// Grantable reports whether the user may grant tag: any well-formed tag but
+// the two the kernel derives itself.
+func Grantable(tag string) bool {
+	return tag != TagCore && tag != TagThirdParty && manifests.ValidTag(tag)
+}
+
+// EffectiveTags are the tags the kernel gives the policy for a plugin: a
+// builtin's manifest tags plus core_plugin; for anything else third_party
+// plus what the user granted. Requested-but-not-granted tags never count.
+func EffectiveTags(builtin bool, requested, granted []string) []string {
+	var out []string
+	add := func(t string) {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	if builtin {
+		add(TagCore)
+		for _, t := range requested {
+			if t != TagThirdParty {
+				add(t)
+			}
+		}
+	} else {
+		add(TagThirdParty)
+	}
+	for _, t := range granted {
+		if Grantable(t) {
+			add(t)
+		}
+	}
+	return out
+}
 
 // Certification is the conformance suite's verdict on one binary.
 type Certification struct {
@@ -45,15 +92,25 @@ type Certification struct {
 // Record is what the registry knows about one plugin version, or about one
 // rejected manifest.
 type Record struct {
-	Name        string   `json:"name"`
-	Version     string   `json:"version"`
-	Kind        string   `json:"kind"`
-	Description string   `json:"description,omitempty"`
-	Author      string   `json:"author,omitempty"`
-	State       State    `json:"state"`
-	Tags        []string `json:"tags"`
-	APIVersions []int    `json:"api_versions"`
-	SHA256      string   `json:"sha256"`
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	Kind        string `json:"kind"`
+	Description string `json:"description,omitempty"`
+	Author      string `json:"author,omitempty"`
+	State       State  `json:"state"`
+	// Tags are the effective tags (EffectiveTags): what the policy sees.
+	Tags []string `json:"tags"`
+	// RequestedTags are the manifest's tags: shown at consent, never
+	// effective by themselves for a plugin that is not builtin.
+	RequestedTags []string `json:"requested_tags,omitempty"`
+	// GrantedTags are the tags the user granted (install --grant, the
+	// consent question, `fluffy plugin grant`); each grant is audited.
+	GrantedTags []string `json:"granted_tags,omitempty"`
+	// Builtin: the plugin comes from one of fluffy's builtin plugin
+	// directories (trusted by where it lives, not by what it claims).
+	Builtin     bool   `json:"builtin,omitempty"`
+	APIVersions []int  `json:"api_versions"`
+	SHA256      string `json:"sha256"`
 	// Dir is where the plugin lives in the store; ManifestPath its plugin.yaml.
 	Dir          string `json:"dir,omitempty"`
 	ManifestPath string `json:"manifest_path"`
@@ -73,13 +130,26 @@ type Record struct {
 // HasTag reports whether the record carries tag.
 func (r Record) HasTag(tag string) bool { return slices.Contains(r.Tags, tag) }
 
+// effectiveTags recomputes the record's tags from where it came from and
+// what the user granted, so a record written before a rule changed (or
+// edited by hand) cannot carry a self-granted tag into the policy.
+func (r Record) effectiveTags() []string {
+	return EffectiveTags(r.Builtin, r.RequestedTags, r.GrantedTags)
+}
+
 // Spec builds the supervisor's view of an installed plugin from its
 // manifest in the store.
 func Spec(m *manifests.Manifest) supervisor.Spec {
 	s := supervisor.Spec{
 		Name: m.Name, Version: m.Version, Kind: base.Kind(m.Kind), Binary: m.EntryPath(), SHA256: m.SHA256,
 		APIVersions: m.APIVersions, Template: m.Sandbox.Template, Tags: m.Tags, Capabilities: m.RequiredCapabilities,
-		Limits: sandbox.Limits{MemoryBytes: m.Sandbox.MemoryBytes, CPUs: m.Sandbox.CPUs, Pids: m.Sandbox.Pids, Timeout: m.Sandbox.Timeout},
+		Limits: manifestLimits(m),
+	}
+	// The limits it runs under: the template's, lowered where the manifest
+	// asks (CheckSandbox refuses a manifest that raises one). The call
+	// deadline is the template's timeout unless the manifest lowers it.
+	if tpl, err := sandbox.LookupTemplate(m.Sandbox.Template); err == nil {
+		s.Limits = tpl.Effective(s.Limits)
 	}
 	if m.Provider != nil {
 		s.Network = m.Provider.Network

@@ -163,8 +163,11 @@ func (r *Registry) Versions(name string) ([]Record, error) {
 	return r.List(Filter{Name: name})
 }
 
-// Get returns the version of name that would run: the newest installed
-// version. A disabled plugin is returned with State disabled.
+// Get returns the version of name that would run: the newest builtin
+// version if fluffy ships the plugin (a third-party record under a builtin
+// name, left from before names were reserved, never replaces it), else the
+// newest installed version. A disabled plugin is returned with State
+// disabled.
 func (r *Registry) Get(name string) (Record, error) {
 	vs, err := r.Versions(name)
 	if err != nil {
@@ -174,7 +177,22 @@ func (r *Registry) Get(name string) (Record, error) {
 		return Record{}, uerr.New(CodeNotFound, fmt.Sprintf("no plugin named %s is installed", name),
 			"the registry has no record of it", "run `fluffy plugin list` to see installed plugins, or `fluffy plugin install PATH`")
 	}
+	for i := len(vs) - 1; i >= 0; i-- {
+		if vs[i].Builtin {
+			return vs[i], nil
+		}
+	}
 	return vs[len(vs)-1], nil
+}
+
+// Shadowed returns the versions of name that never run because a builtin
+// plugin of that name exists (see Get).
+func (r *Registry) Shadowed(name string) ([]Record, error) {
+	vs, err := r.Versions(name)
+	if err != nil || !slices.ContainsFunc(vs, func(x Record) bool { return x.Builtin }) {
+		return nil, err
+	}
+	return slices.DeleteFunc(vs, func(x Record) bool { return x.Builtin }), nil
 }
 
 // Manifest loads the stored manifest of a record.
@@ -198,10 +216,13 @@ func (r *Registry) Runnable(name string) (supervisor.Spec, error) {
 	if err != nil {
 		return supervisor.Spec{}, fmt.Errorf("load stored manifest of %s: %w", name, err)
 	}
+	if err := CheckSandbox(m); err != nil {
+		return supervisor.Spec{}, err
+	}
 	spec := Spec(m)
-	// The record's tags, not the manifest's: install may have dropped a
-	// core_plugin claim the plugin was not entitled to.
-	spec.Tags = rec.Tags
+	// The tags the kernel derives and the user granted, never the
+	// manifest's own claims.
+	spec.Tags = rec.effectiveTags()
 	return spec, nil
 }
 
@@ -322,7 +343,7 @@ func (r *Registry) reject(ctx context.Context, manifestPath string, m *manifests
 	ue := uerr.From(cause)
 	rec := Record{State: StateRejected, ManifestPath: manifestPath, Reason: cause.Error(), ErrorCode: ue.Code, UpdatedAt: r.opts.Now(), InstalledAt: r.opts.Now()}
 	if m != nil {
-		rec.Name, rec.Version, rec.Kind, rec.Tags, rec.APIVersions, rec.SHA256 = m.Name, m.Version, m.Kind, m.Tags, m.APIVersions, m.SHA256
+		rec.Name, rec.Version, rec.Kind, rec.RequestedTags, rec.APIVersions, rec.SHA256 = m.Name, m.Version, m.Kind, m.Tags, m.APIVersions, m.SHA256
 	} else {
 		rec.Name = filepath.Base(filepath.Dir(manifestPath))
 	}
@@ -340,7 +361,7 @@ func (r *Registry) clearRejected(manifestPath string) {
 func recordFrom(m *manifests.Manifest, st State, now time.Time) Record {
 	rec := Record{
 		Name: m.Name, Version: m.Version, Kind: m.Kind, Description: m.Description, Author: m.Author,
-		State: st, Tags: slices.Clone(m.Tags), APIVersions: m.APIVersions, SHA256: m.SHA256,
+		State: st, RequestedTags: slices.Clone(m.Tags), APIVersions: m.APIVersions, SHA256: m.SHA256,
 		Dir: m.Dir, ManifestPath: m.Path, Capabilities: m.RequiredCapabilities, Template: m.Sandbox.Template,
 		InstalledAt: now, UpdatedAt: now,
 	}

@@ -62,6 +62,11 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 	if err != nil {
 		return nil, uerr.Wrap(err, CodeChecksum, fmt.Sprintf("plugin %s has no usable checksum", spec.Name), err.Error(), "reinstall the plugin so its manifest carries the binary's sha256")
 	}
+	if s.opts.Admission != nil {
+		if err := s.opts.Admission.AdmitStart(ctx, spec); err != nil {
+			return nil, err
+		}
+	}
 	id := spec.Name + "-" + randomID()
 	out, err := s.outDir(id)
 	if err != nil {

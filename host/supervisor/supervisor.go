@@ -101,6 +101,15 @@ type Options struct {
 	// BuildCache is the project's build cache directory, mounted writable
 	// for core plugins that declare sandbox.build_cache.
 	BuildCache string
+	// Admission, when set, is asked before every launch whether the plugin
+	// may start in its sandbox (the kernel asks the policy for templates
+	// that need an opt-in); an error refuses the start.
+	Admission Admission
+}
+
+// Admission decides whether a plugin may be launched at all.
+type Admission interface {
+	AdmitStart(ctx context.Context, spec Spec) error
 }
 
 // Views supplies and refreshes each plugin's /workspace (host/workspace,
@@ -541,6 +550,10 @@ func (s *Supervisor) outDir(instanceID string) (string, error) {
 	}
 	return d, nil
 }
+
+// startBudget bounds one start: the launch (sandbox create and start),
+// go-plugin's handshake and Info/Configure are each bounded by StartTimeout.
+func (s *Supervisor) startBudget() time.Duration { return 3 * s.opts.StartTimeout }
 
 func randomID() string {
 	var b [6]byte

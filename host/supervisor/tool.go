@@ -86,17 +86,15 @@ func (s *Supervisor) useInstance(ctx context.Context, name string, kind base.Kin
 	if kind != "" && m.spec.Kind != kind {
 		return uerr.New(CodeKindUnsupported, fmt.Sprintf("plugin %s is a %s plugin, not a %s plugin", name, m.spec.Kind, kind), "the call needs a plugin of another kind", "choose a plugin of kind "+string(kind))
 	}
-	timeout := m.spec.Limits.Timeout
-	if timeout <= 0 {
-		timeout = s.opts.CallTimeout
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-
+	// Starting is bounded by the start timeout, not by the call's
+	// deadline: a 100 ms policy-sandbox budget is for the call, and the
+	// sandbox start must not eat it.
+	sctx, scancel := context.WithTimeout(ctx, s.startBudget())
+	defer scancel()
 	var inst *Instance
 	if toolName != "" && slices.Contains(m.spec.PerCallTools, toolName) {
 		// lifetime: per_call — a fresh instance that never serves another call.
-		inst, err = s.start(cctx, m.spec)
+		inst, err = s.start(sctx, m.spec)
 		if err != nil {
 			m.mu.Lock()
 			s.failedLocked(m, err)
@@ -105,17 +103,25 @@ func (s *Supervisor) useInstance(ctx context.Context, name string, kind base.Kin
 		}
 		defer inst.stop()
 	} else {
-		if inst, err = s.acquire(cctx, m); err != nil {
+		if inst, err = s.acquire(sctx, m); err != nil {
 			return err
 		}
 		if s.opts.Views != nil {
 			// A warm instance keeps its mount; bring what it shows up to
 			// date (the session's changeset, the project, the policy).
-			if _, err := s.opts.Views.View(cctx, m.spec); err != nil {
+			if _, err := s.opts.Views.View(sctx, m.spec); err != nil {
 				return err
 			}
 		}
 	}
+	// The call's deadline is the plugin's sandbox timeout (its template's,
+	// or lower if the manifest asks); CallTimeout only when it has none.
+	timeout := m.spec.Limits.Timeout
+	if timeout <= 0 {
+		timeout = s.opts.CallTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	if err := f(cctx, inst); err != nil {
 		if ue, isUser := err.(*uerr.Error); isUser && ue.Code != base.CodeMalformed {
 			// A structured answer from the plugin: it is working as designed.
