@@ -61,7 +61,11 @@ var guestReserved = []string{GuestWorkspace, GuestOut, GuestPluginDir, "/run", G
 // `~/` is the kernel user's home (home). A path that does not exist on
 // this machine is dropped (reported in skipped), so one policy serves
 // machines with different toolchains. Every other problem is an error.
-func ParseToolchains(node *yaml.Node, home string) (tcs []Toolchain, skipped []string, err error) {
+// hostRoot is where the host's root filesystem is visible to the kernel
+// ("" or "/" normally; the L1 container mounts it read-only at /host): the
+// paths stay host paths (the engine resolves bind mounts on the host), only
+// their existence is checked under hostRoot.
+func ParseToolchains(node *yaml.Node, home, hostRoot string) (tcs []Toolchain, skipped []string, err error) {
 	if node == nil {
 		return nil, nil, nil
 	}
@@ -105,7 +109,7 @@ func ParseToolchains(node *yaml.Node, home string) (tcs []Toolchain, skipped []s
 			continue
 		}
 		seen[p] = true
-		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+		if fi, err := os.Stat(filepath.Join(hostRoot, p)); err != nil || !fi.IsDir() {
 			skipped = append(skipped, p)
 			continue
 		}

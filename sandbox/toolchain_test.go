@@ -37,7 +37,7 @@ func TestParseToolchains(t *testing.T) {
   env: GOMODCACHE
 - path: /usr/
 - path: /no/such/toolchain
-`), home)
+`), home, "")
 
 	if err != nil {
 		t.Fatal(err)
@@ -51,11 +51,11 @@ func TestParseToolchains(t *testing.T) {
 		`[{path: /cache/x}]`, `[{path: /usr, env: "1X"}]`, `[{path: /usr, env: PATH}]`, `[{path: /usr, env: FLUFFY_X}]`,
 		`{path: /usr}`, `[{path: /usr, extra: 1}]`,
 	} {
-		if _, _, err := ParseToolchains(section(t, bad), home); !uerr.HasCode(err, "POLICY_TOOLCHAINS_INVALID") {
+		if _, _, err := ParseToolchains(section(t, bad), home, ""); !uerr.HasCode(err, "POLICY_TOOLCHAINS_INVALID") {
 			t.Errorf("%s: want POLICY_TOOLCHAINS_INVALID, got %v", bad, err)
 		}
 	}
-	if _, _, err := ParseToolchains(section(t, `[{path: ~/x}]`), ""); !uerr.HasCode(err, "POLICY_TOOLCHAINS_INVALID") {
+	if _, _, err := ParseToolchains(section(t, `[{path: ~/x}]`), "", ""); !uerr.HasCode(err, "POLICY_TOOLCHAINS_INVALID") {
 		t.Errorf("~ without a home: %v", err)
 	}
 }

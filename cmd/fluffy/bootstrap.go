@@ -37,7 +37,7 @@ const (
 
 // l1Flags are the L1 container's fixed security settings (constants, never
 // assembled from configuration).
-var l1Flags = []string{"--rm", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+var l1Flags = []string{"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 	"--tmpfs", "/tmp:rw,nosuid,nodev,size=256m", "--network", "host", "--label", "io.fluffy.l1=1"}
 
 // keyVars pass from the CLI's environment into L1 by name only, so no
@@ -53,6 +53,7 @@ type bootstrap struct {
 	cli      string      // docker or podman
 	started  int         // kernels this bootstrap started
 	restarts []time.Time // restarts within the window
+	l1Name   string      // the L1 container this bootstrap started last
 	progress func(string)
 }
 
@@ -91,22 +92,44 @@ func (b *bootstrap) ping(ctx context.Context) *ipc.Client {
 
 func (b *bootstrap) waitReady(ctx context.Context) (*ipc.Client, error) {
 	deadline := time.Now().Add(readyTimeout)
-	for time.Now().Before(deadline) {
+	why := fmt.Sprintf("no answer on %s within %s", b.paths.Socket, readyTimeout)
+	for i := 0; time.Now().Before(deadline); i++ {
 		if cl := b.ping(ctx); cl != nil {
 			return cl, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if b.l1 && i%10 == 9 && !b.l1Running(ctx) {
+			why = "its L1 container stopped before the kernel answered"
+			break
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	tail, _ := os.ReadFile(b.paths.Log)
+	return nil, uerr.New("KERNEL_START_FAILED", "the fluffy kernel did not become ready",
+		why+"; last kernel output: "+b.kernelOutput(ctx),
+		"read the kernel log "+b.paths.Log+", or run `fluffy kernel --project "+b.project+"` in the foreground to see why")
+}
+
+// l1Running reports whether the L1 container started last still runs.
+func (b *bootstrap) l1Running(ctx context.Context) bool {
+	out, err := exec.CommandContext(ctx, b.cli, "inspect", "-f", "{{.State.Running}}", b.l1Name).Output()
+	return err == nil && strings.TrimSpace(string(out)) == "true"
+}
+
+// kernelOutput is the tail of what the kernel printed: its log file, or
+// the L1 container's output.
+func (b *bootstrap) kernelOutput(ctx context.Context) string {
+	var tail []byte
+	if b.l1 && b.l1Name != "" {
+		tail, _ = exec.CommandContext(ctx, b.cli, "logs", "--tail", "30", b.l1Name).CombinedOutput()
+	} else {
+		tail, _ = os.ReadFile(b.paths.Log)
+	}
 	if len(tail) > 2000 {
 		tail = tail[len(tail)-2000:]
 	}
-	return nil, uerr.New("KERNEL_START_FAILED", "the fluffy kernel did not become ready",
-		fmt.Sprintf("no answer on %s within %s; last kernel output: %s", b.paths.Socket, readyTimeout, strings.TrimSpace(string(tail))),
-		"read the kernel log "+b.paths.Log+", or run `fluffy kernel --project "+b.project+"` in the foreground to see why")
+	return strings.TrimSpace(string(tail))
 }
 
 // restart is called when the kernel stopped answering: it allows at most
@@ -239,7 +262,8 @@ func (b *bootstrap) startL1(ctx context.Context, exe, image string) error {
 	st := fi.Sys().(*syscall.Stat_t)
 	var r [3]byte
 	_, _ = rand.Read(r[:])
-	args := append([]string{"run", "-d", "--name", b.containerName() + "-" + hex.EncodeToString(r[:])}, l1Flags...)
+	b.l1Name = b.containerName() + "-" + hex.EncodeToString(r[:])
+	args := append([]string{"run", "-d", "--name", b.l1Name}, l1Flags...)
 	args = append(args,
 		"--label", "io.fluffy.project="+b.project,
 		"--user", fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), "--group-add", strconv.Itoa(int(st.Gid)),
@@ -247,7 +271,10 @@ func (b *bootstrap) startL1(ctx context.Context, exe, image string) error {
 		"-v", b.e.home+":"+b.e.home,
 		"-v", b.project+":"+b.project, // same path as on the host, so L2 bind mounts resolve
 		"-v", sock+":"+sock,
-		"-e", "FLUFFY_HOME="+b.e.home, "-e", "HOME="+b.e.home, "-e", "FLUFFY_IN_L1=1",
+		// The host's root, read-only: the kernel checks the toolchain
+		// directories it hands to L2 (GOROOT, module cache, /usr) there.
+		"-v", "/:/host:ro", "-e", "FLUFFY_HOST_ROOT=/host",
+		"-e", "FLUFFY_HOME="+b.e.home, "-e", "HOME="+userHome(), "-e", "FLUFFY_IN_L1=1",
 		"-w", b.project)
 	for _, v := range keyVars {
 		if b.e.getenv(v) != "" {
@@ -341,4 +368,13 @@ func (b *bootstrap) supervise(ctx context.Context, cl *ipc.Client, interval time
 			onReconnect(cl)
 		}
 	}
+}
+
+// userHome is the invoking user's home: `~` in the policy's toolchains
+// means the same directory in L1 as on the host.
+func userHome() string {
+	if h, err := os.UserHomeDir(); err == nil {
+		return h
+	}
+	return "/nonexistent"
 }

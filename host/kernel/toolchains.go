@@ -15,6 +15,12 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
+// EnvHostRoot names where the host's root filesystem is visible to a
+// kernel that runs in its L1 container (the bootstrap mounts it read-only
+// at /host). Host paths the kernel hands to the engine stay host paths;
+// only their existence is checked under this root.
+const EnvHostRoot = "FLUFFY_HOST_ROOT"
+
 // BuildCacheDir is the project's build cache under $FLUFFY_HOME: the
 // kernel owns it (sandboxes of core plugins that declare
 // sandbox.build_cache get it writable; nothing else does). One directory
@@ -32,10 +38,10 @@ func BuildCacheDir(home, project string) string {
 // sandbox.ParseToolchains) and refuses directories that would expose what
 // sandboxes must not see: the project itself (plugins see only the
 // filtered view) and $FLUFFY_HOME (stores, audit, caches, sockets).
-func toolchains(pol *policy.Policy, home, project string, log hclog.Logger) ([]sandbox.Toolchain, error) {
+func toolchains(pol *policy.Policy, home, project, hostRoot string, log hclog.Logger) ([]sandbox.Toolchain, error) {
 	node, _ := pol.Section(sandbox.PolicySection)
 	userHome, _ := os.UserHomeDir()
-	tcs, skipped, err := sandbox.ParseToolchains(node, userHome)
+	tcs, skipped, err := sandbox.ParseToolchains(node, userHome, hostRoot)
 	if err != nil {
 		return nil, uerr.Wrap(err, "POLICY_TOOLCHAINS_INVALID", "the policy's toolchains section cannot be used ("+pol.File+")",
 			uerr.From(err).Why, uerr.From(err).Fix)
