@@ -34,7 +34,30 @@ type LogEntry struct {
 	UnixTime int64  `json:"unix_time"`
 }
 
-// CommitRequest asks for a commit of paths (all changes when empty).
+// CommitDir is where Commit leaves its work, relative to the plugin's output
+// directory: <out>/commits/<commit id>/ holds objects/<2 hex>/<38 hex> (the
+// new git objects — blobs, trees, the commit — as zlib-compressed loose
+// objects, none the repository already has) and CommitFile. A plugin never
+// writes the repository itself: the kernel checks that output and applies it.
+const CommitDir = "commits"
+
+// CommitFile is the name of the summary beside the objects.
+const CommitFile = "commit.json"
+
+// CommitOutput is the content of CommitFile. Parent is "" for the first
+// commit of an unborn branch.
+type CommitOutput struct {
+	Commit string   `json:"commit"`
+	Parent string   `json:"parent"`
+	Branch string   `json:"branch"`
+	Paths  []string `json:"paths"`
+}
+
+// CommitRequest asks for a commit of paths (all changes when empty). A
+// plugin that builds commits for the kernel to apply (vcs-git) commits
+// exactly Paths, each with its content in the working tree (a missing file
+// is a deletion), on top of the current branch's HEAD, with Message ending
+// in one newline and the author as committer.
 type CommitRequest struct {
 	Message     string
 	Paths       []string
