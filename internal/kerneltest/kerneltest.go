@@ -15,7 +15,10 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/manifests"
+	"github.com/fluffy-waffle/fluffy/plugins/base"
+	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -103,6 +106,10 @@ type Options struct {
 	Sandbox string
 	// Logger defaults to warnings on stderr.
 	Logger hclog.Logger
+	// Spec, when set, adjusts each plugin's spec before the supervisor
+	// gets it (the config JSON a provider receives at Configure, the
+	// hosts its proxy allows), as the kernel's wiring would.
+	Spec func(spec *supervisor.Spec)
 }
 
 // Start opens a kernel on workspace with the docker sandbox and installs
@@ -145,11 +152,26 @@ func Start(tb testing.TB, workspace string, o Options, plugins ...string) *Env {
 		if err != nil {
 			tb.Fatal(err)
 		}
+		if o.Spec != nil {
+			o.Spec(&spec)
+		}
 		if err := k.Plugins.Add(spec); err != nil {
 			tb.Fatal(err)
 		}
 	}
 	return &Env{Kernel: k, Home: home, Workspace: workspace}
+}
+
+// Provider runs f with the dispensed client of provider plugin name,
+// through the kernel's supervisor (started in its sandbox if needed).
+func (e *Env) Provider(ctx context.Context, name string, f func(ctx context.Context, c provider.Client) error) error {
+	return e.Kernel.Plugins.Use(ctx, name, base.KindProvider, func(ctx context.Context, raw any) error {
+		c, ok := raw.(provider.Client)
+		if !ok {
+			return fmt.Errorf("plugin %s: dispensed %T, not a provider client", name, raw)
+		}
+		return f(ctx, c)
+	})
 }
 
 // Call runs one tool call through the kernel's supervisor; a transport

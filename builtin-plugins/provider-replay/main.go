@@ -1,0 +1,12 @@
+package main
+
+import (
+	"github.com/fluffy-waffle/fluffy/pluginsdk"
+)
+
+// version must match plugin.yaml.
+const version = "0.1.0"
+
+func main() {
+	pluginsdk.ServeProvider(newReplay(pluginsdk.NewLogger("provider-replay")))
+}

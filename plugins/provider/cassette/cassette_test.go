@@ -1,0 +1,131 @@
+package cassette
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fluffy-waffle/fluffy/plugins/provider"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+func user(s string) provider.Message { return provider.Message{Role: provider.RoleUser, Content: s} }
+
+// textTurn and toolTurn are the two kinds of answers a cassette holds.
+var (
+	textTurn = []provider.Event{{TextDelta: "Hel"}, {TextDelta: "lo"}, {Usage: &provider.Usage{InputTokens: 10, OutputTokens: 2}}, {Done: &provider.Done{StopReason: provider.StopEndTurn}}}
+	toolTurn = []provider.Event{
+		{ToolCallStart: &provider.ToolCallStart{CallID: "c1", Name: "fs.read"}},
+		{ToolCallDelta: &provider.ToolCallDelta{CallID: "c1", ArgumentsDelta: `{"path": `}},
+		{ToolCallDelta: &provider.ToolCallDelta{CallID: "c1", ArgumentsDelta: `"a.go"}`}},
+		{ToolCallEnd: &provider.ToolCallEnd{CallID: "c1", Name: "fs.read", Arguments: json.RawMessage(`{"path": "a.go"}`)}},
+		{Done: &provider.Done{StopReason: provider.StopToolUse}},
+	}
+)
+
+func TestWriteThenParseRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	req1 := provider.ChatRequest{Messages: []provider.Message{user("read a.go")}}
+	if err := w.Add(req1, toolTurn); err != nil {
+		t.Fatal(err)
+	}
+	req2 := req1
+	req2.Messages = append(append([]provider.Message(nil), req1.Messages...),
+		provider.Message{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "c1", Name: "fs.read", Arguments: json.RawMessage(`{"path":"a.go"}`)}}},
+		provider.Message{Role: provider.RoleTool, ToolCallID: "c1", Content: "package a"})
+	rec := w.Record(req2)
+	var seen int
+	on := rec.Observe(func(provider.Event) { seen++ })
+	for _, e := range textTurn {
+		on(e)
+	}
+	if ok, err := rec.Finish(); !ok || err != nil {
+		t.Fatalf("recorder finish: %v %v", ok, err)
+	}
+	if seen != len(textTurn) || w.Turns() != 2 {
+		t.Fatalf("seen %d turns %d", seen, w.Turns())
+	}
+	c, err := Parse(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("parse what the writer wrote: %v\n%s", err, buf.String())
+	}
+	t1, err := c.Match(req1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The end's arguments are the exact bytes of the deltas again, though
+	// encoding/json compacted them on the way to the file.
+	if got := string(t1.Events[3].ToolCallEnd.Arguments); got != `{"path": "a.go"}` {
+		t.Errorf("end arguments %q", got)
+	}
+	t2, err := c.Match(req2)
+	if err != nil || t2.Turn != 2 || t2.Events[0].TextDelta != "Hel" {
+		t.Fatalf("turn 2: %+v %v", t2, err)
+	}
+	// A third request is past the end.
+	req3 := req2
+	req3.Messages = append(append([]provider.Message(nil), req2.Messages...), provider.Message{Role: provider.RoleAssistant, Content: "Hello"}, user("again"))
+	if _, err := c.Match(req3); !uerr.HasCode(err, CodeExhausted) || !strings.Contains(err.Error(), "turn 3") {
+		t.Fatalf("exhausted: %v", err)
+	}
+	// A diverging request names the turn and what it got.
+	bad := req2
+	bad.Messages = append(append([]provider.Message(nil), req2.Messages[:2]...), provider.Message{Role: provider.RoleTool, ToolCallID: "c1", Content: "package b\x1b[2J"})
+	_, err = c.Match(bad)
+	ue, ok := uerr.As(err)
+	if !ok || ue.Code != CodeMismatch || !strings.Contains(ue.What, "turn 2") || !strings.Contains(ue.Why, `package b\x1b[2J`) {
+		t.Fatalf("mismatch: %#v", err)
+	}
+	// An unfinished turn is not recorded.
+	rec = w.Record(req1)
+	rec.Observe(nil)(provider.Event{TextDelta: "cut"})
+	if ok, err := rec.Finish(); ok || err != nil || w.Turns() != 2 {
+		t.Fatalf("unfinished turn recorded: %v %v", ok, err)
+	}
+}
+
+func TestParseRefusesBrokenCassettes(t *testing.T) {
+	done := `{"done":{"stop_reason":"end_turn"}}`
+	for _, tc := range []struct {
+		name, text, want string
+	}{
+		{"empty", "\n# only a comment\n", "no turns"},
+		{"not json", `{"turn":1,"events":[` + "\n", "line 1 is not a turn object"},
+		{"unknown field", `{"turn":1,"evnts":[]}`, "unknown field"},
+		{"numbering", `{"turn":2,"events":[` + done + `]}`, "line 1 is turn 2, expected turn 1"},
+		{"no end", `{"turn":1,"events":[{"text_delta":"x"}]}`, "without a done or error"},
+		{"after done", `{"turn":1,"events":[` + done + `,{"text_delta":"x"}]}`, "event 2"},
+		{"args not json", `{"turn":1,"events":[{"tool_call_start":{"call_id":"a","name":"t"}},{"tool_call_end":{"call_id":"a","name":"t","arguments":[1]}},` + done + `]}`, "not a JSON object"},
+		{"bad hash", `{"turn":1,"request_sha256":"zz","events":[` + done + `]}`, "64 hex"},
+		{"delay", `{"turn":1,"delay_ms":999999,"events":[` + done + `]}`, "delay_ms"},
+		{"too big", strings.Repeat(" ", MaxBytes+1), "larger than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tc.text))
+			ue, ok := uerr.As(err)
+			if !ok || ue.Code != CodeInvalid || !strings.Contains(ue.Why, tc.want) {
+				t.Fatalf("got %v, want %s mentioning %q", err, CodeInvalid, tc.want)
+			}
+		})
+	}
+}
+
+func TestWriterRefusesABrokenTurn(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	if err := w.Add(provider.ChatRequest{}, []provider.Event{{TextDelta: "no end"}}); err == nil || buf.Len() != 0 {
+		t.Fatalf("wrote a turn without done: %v %q", err, buf.String())
+	}
+}
+
+func TestTurnOfCountsAssistantMessages(t *testing.T) {
+	req := provider.ChatRequest{Messages: []provider.Message{user("a"), {Role: provider.RoleAssistant}, {Role: provider.RoleTool}, {Role: provider.RoleAssistant}, user("b")}}
+	if n := TurnOf(req); n != 3 {
+		t.Fatalf("TurnOf = %d", n)
+	}
+	if RequestHash(req) == RequestHash(provider.ChatRequest{Messages: []provider.Message{user("c")}}) {
+		t.Fatal("different last messages hash the same")
+	}
+}
