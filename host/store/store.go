@@ -24,6 +24,8 @@ const (
 	PrefixSession  = "s/" // host/state: sessions
 	PrefixState    = "m/" // host/state: workflow machine
 	PrefixRegistry = "r/" // host/registry: installed plugins
+	PrefixChanges  = "w/" // host/workspace: session changesets
+	PrefixMerge    = "g/" // host/merge: merge operations (the merge log)
 )
 
 // Stable error codes.

@@ -8,9 +8,16 @@
 // incrementally before every call (unchanged files are hard links, never
 // copied again).
 //
-// It also ingests a tool call's output directory into the changeset: paths
-// re-validated, every path judged as fs.write again, stale bases refused
-// with STALE_FILE.
+// It also ingests a tool call's output directory into the changeset
+// (Session.Ingest, the router's Ingester), all or nothing per call: paths
+// re-validated with package confine (no "..", absolute, NUL, .git/ or
+// .fluffy/ path; no symbolic or hard link among the artifacts), size
+// limits, every path judged as fs.write again (a path the policy sends to
+// review is taken but marked, so merge never auto-merges it), and a change
+// written against content other than what the session's view holds now
+// refused with STALE_FILE. The changeset lives in the project database
+// under store.PrefixChanges and the content in the session's blob
+// directory; Changes lists it for host/merge, Discard drops paths.
 //
 // It must never write the project: only host/merge does, after review.
 // It must never write through a view entry (a hard link shares its inode

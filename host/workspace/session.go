@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -31,6 +32,16 @@ type Options struct {
 	Judge Judge
 	// Reader is the uid/gid sandboxed plugins read their views as.
 	Reader Identity
+	// DB is the project database the changeset is kept in (under
+	// store.PrefixChanges). Nil keeps it in memory only: it is lost when
+	// the kernel stops.
+	DB *store.DB
+	// Identify says who a plugin is to the policy when its writes are
+	// judged again at ingest. Nil judges them as an untagged tool plugin
+	// outside any sandbox.
+	Identify Identify
+	// Limits bound one call's proposed changes.
+	Limits Limits
 	Logger hclog.Logger
 	Now    func() time.Time
 }
@@ -43,9 +54,14 @@ type Session struct {
 	log     hclog.Logger
 	project *confine.Root
 
-	mu    sync.Mutex
-	views map[string]*view
-	ov    overlay
+	// ingestMu serializes changeset updates (Ingest, Discard) so that
+	// each judges staleness against the result of the previous one.
+	ingestMu sync.Mutex
+
+	mu      sync.Mutex
+	views   map[string]*view
+	ov      overlay
+	changes map[string]Change
 }
 
 var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -84,6 +100,10 @@ func Open(ctx context.Context, id string, o Options) (*Session, error) {
 			proj.Close()
 			return nil, uerr.Wrap(err, CodeIO, "cannot create session directory "+d, err.Error(), "check free disk space and the permissions of $FLUFFY_HOME")
 		}
+	}
+	if err := s.loadChanges(); err != nil {
+		proj.Close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -181,6 +201,7 @@ func (s *Session) Close() error { return s.project.Close() }
 
 // Remove closes the session and deletes its data under $FLUFFY_HOME.
 func (s *Session) Remove() error {
+	_ = s.Discard()
 	_ = s.Close()
 	return os.RemoveAll(s.dir)
 }
