@@ -11,11 +11,16 @@ PLUGINS   := $(notdir $(wildcard builtin-plugins/*))
 # Kernel packages run under the race detector as well.
 RACE_PKGS := ./host/... ./policy/... ./manifests/... ./plugins/... ./pluginsdk/... ./sandbox/...
 
-.PHONY: all build plugins test test-race vet fmt-check bench proto fuzz clean
+.PHONY: all build plugins demo test test-race vet fmt-check bench proto fuzz clean
 
 all: build
 
 build: $(BIN)/fluffy plugins
+
+# The main job: fluffy changes examples/parseconfig test-first, offline
+# (provider-replay), in real sandboxes, and commits the change.
+demo: build
+	bash examples/demo.sh
 
 $(BIN)/fluffy: FORCE
 	@mkdir -p $(BIN)

@@ -19,7 +19,7 @@ import (
 
 // fluffyLayout lays out fluffy the way `make build` does: bin/fluffy with
 // bin/plugins/<name>/ beside it (binary + stamped plugin.yaml).
-func fluffyLayout(t *testing.T) string {
+func fluffyLayout(t *testing.T, extra ...string) string {
 	t.Helper()
 	root, err := os.MkdirTemp("", "fl")
 	if err != nil {
@@ -35,7 +35,7 @@ func fluffyLayout(t *testing.T) string {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"runtime-docker", "tool-fs"} {
+	for _, p := range append([]string{"runtime-docker", "tool-fs"}, extra...) {
 		src := buildPlugin(t, "../../builtin-plugins/"+p, "../../builtin-plugins/"+p+"/plugin.yaml")
 		dst := filepath.Join(root, "plugins", p)
 		if err := os.MkdirAll(dst, 0o755); err != nil {

@@ -55,14 +55,47 @@ func kernelRun(e *env, args []string) error {
 	defer d.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	pluginCfg := map[string][]byte{}
+	var cfgErr error
+	if p := cfg.String("provider"); p != "" {
+		b, err := providerConfig(e, cfg, p)
+		if err != nil {
+			cfgErr = err
+		}
+		pluginCfg[providerPlugin(p)] = b
+	}
 	k, err := kernel.Open(ctx, kernel.Options{
 		Home: e.home, Workspace: ws, Logger: e.log, SessionID: "kernel", Sandbox: cfg.String("sandbox"), Getenv: e.getenv,
-		BuiltinDirs: builtinPluginDirs(e),
+		BuiltinDirs: builtinPluginDirs(e), PluginConfig: pluginCfg,
 	})
 	if err != nil {
 		return err
 	}
 	defer k.Close()
+	to := taskOptions(cfg)
+	to.Logger = e.log
+	var tasks *kernel.Tasks
+	if cfgErr == nil {
+		tasks, cfgErr = k.OpenTasks(ctx, to)
+	}
+	if cfgErr != nil {
+		e.log.Warn("tasks are not possible", "error", cfgErr)
+	} else {
+		defer tasks.Close()
+	}
+	serveTasks(d, k, tasks, cfgErr, func() daemon.SessionStatus {
+		st := daemon.SessionStatus{Session: k.Session.ID(), L1: inL1, Sandbox: cfg.String("sandbox"), Provider: to.Provider, Model: to.Model}
+		if tasks != nil {
+			ws := tasks.Machine().Status()
+			st.Mode, st.State, st.Why = string(ws.Mode), string(ws.State), ws.Writable
+			st.Running = tasks.Running()
+			st.Budget = tasks.Agent().Budget()
+			if ws.Budget.Locked {
+				st.Debt = "locked"
+			}
+		}
+		return st
+	})
 	d.Handle("kernel.status", statusWith(d, map[string]any{"l1": inL1, "sandbox": cfg.String("sandbox"), "version": Version}))
 	e.log.Info("kernel ready", "project", ws, "socket", d.Paths().Socket, "l1", inL1)
 	return d.Serve(ctx)

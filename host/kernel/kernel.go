@@ -47,6 +47,10 @@ type Options struct {
 	// the binary); the kernel discovers them at start so builtin plugins
 	// work without an install. Missing directories are ignored.
 	BuiltinDirs []string
+	// PluginConfig is the configuration each named plugin receives at
+	// Configure (e.g. a provider's base URL, key and model); it never
+	// reaches the plugin's environment or the audit log.
+	PluginConfig map[string][]byte
 }
 
 // Kernel wires the registry to the supervisor: every registered, enabled
@@ -59,20 +63,30 @@ type Kernel struct {
 	// the project's log (<workspace>/.fluffy/db).
 	HomeAudit *audit.Log
 	Audit     *audit.Log
+	// ProjectDB is the project's database (<workspace>/.fluffy/db).
+	ProjectDB *store.DB
 	// Policy judges every kernel callback a plugin makes.
 	Policy *policy.Engine
 	// Router is the one path of every tool call.
 	Router *router.Router
 	// Session is the session's workspace: the views plugins see as
 	// /workspace and (later) the changeset.
-	Session   *workspace.Session
-	ephemeral bool // the session was made for this kernel alone
-	workspace string
-	sandboxed bool
-	progress  func(string)
-	db        *store.DB
-	sb        *sandboxes
-	log       hclog.Logger
+	Session *workspace.Session
+	// kernelTools are the tools the kernel serves itself (registered by
+	// the task runner).
+	kernelTools kernelTools
+	// provider is the provider plugin the task runner talks to (the
+	// caller of the kernel tools the model asks for).
+	provider     string
+	pluginConfig map[string][]byte
+	sessionMode  string
+	ephemeral    bool // the session was made for this kernel alone
+	workspace    string
+	sandboxed    bool
+	progress     func(string)
+	db           *store.DB
+	sb           *sandboxes
+	log          hclog.Logger
 }
 
 // HomeDB is the badger directory under $FLUFFY_HOME.
@@ -95,7 +109,10 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kernel{db: db, log: o.Logger.Named("kernel"), workspace: o.Workspace, progress: o.Progress}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	k := &Kernel{db: db, log: o.Logger.Named("kernel"), workspace: o.Workspace, progress: o.Progress, sessionMode: o.SessionMode, pluginConfig: o.PluginConfig}
 	if o.Policy == nil {
 		p, err := policy.LoadProject(o.Workspace)
 		if err != nil {
@@ -109,7 +126,13 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		k.Close()
 		return nil, err
 	}
-	if k.Audit, err = audit.Open(ctx, audit.Options{Dir: store.DefaultDir(o.Workspace), Logger: o.Logger}); err != nil {
+	// The project database is shared: the audit log, the workflow
+	// machine's session store (and the changeset) live in it.
+	if k.ProjectDB, err = store.Open(ctx, store.Options{Dir: store.DefaultDir(o.Workspace), Logger: o.Logger}); err != nil {
+		k.Close()
+		return nil, err
+	}
+	if k.Audit, err = audit.Open(ctx, audit.Options{DB: k.ProjectDB, Logger: o.Logger}); err != nil {
 		k.Close()
 		return nil, err
 	}
@@ -135,7 +158,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		k.sb, launcher, kernelID = sb, sb.launcher, sb.lease.KernelID
 		k.sandboxed = o.Sandbox != SandboxNone
 	}
-	if _, err := toolchains(k.Policy.Policy(), o.Home, o.Workspace, k.log); err != nil {
+	if _, err := toolchains(k.Policy.Policy(), o.Home, o.Workspace, o.Getenv(EnvHostRoot), k.log); err != nil {
 		k.Close()
 		return nil, err
 	}
@@ -149,7 +172,9 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		KernelService:  k.kernelService,
 		HealthInterval: 30 * time.Second,
 		// Read at every start, so a changed policy applies to the next one.
-		Toolchains: func() ([]sandbox.Toolchain, error) { return toolchains(k.Policy.Policy(), o.Home, o.Workspace, k.log) },
+		Toolchains: func() ([]sandbox.Toolchain, error) {
+			return toolchains(k.Policy.Policy(), o.Home, o.Workspace, o.Getenv(EnvHostRoot), k.log)
+		},
 		BuildCache: BuildCacheDir(o.Home, o.Workspace),
 	})
 	k.Router = router.New(router.Options{
@@ -209,6 +234,7 @@ func (k *Kernel) loadAll(ctx context.Context) error {
 		}
 		spec, err := k.Registry.Runnable(r.Name)
 		if err == nil {
+			spec.ConfigJSON = k.pluginConfig[spec.Name]
 			err = k.Plugins.Add(spec)
 		}
 		if err != nil {
@@ -251,6 +277,9 @@ func (k *Kernel) Close() {
 	if k.Audit != nil {
 		_, _ = k.Audit.Append(context.Background(), audit.Event{Type: audit.EventKernelShutdown})
 		_ = k.Audit.Close()
+	}
+	if k.ProjectDB != nil {
+		_ = k.ProjectDB.Close()
 	}
 	if k.HomeAudit != nil {
 		_ = k.HomeAudit.Close()

@@ -34,7 +34,7 @@ func stage(t *testing.T) string {
 	return dir
 }
 
-func state(t *testing.T, k *Kernel, name string) registry.State {
+func regState(t *testing.T, k *Kernel, name string) registry.State {
 	r, err := k.Registry.Get(name)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestLifecycleStates(t *testing.T) {
 	if _, err := k.Registry.Install(ctx, src, registry.InstallOptions{BuiltinDirs: []string{filepath.Dir(src)}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := state(t, k, "tool-fs"); got != registry.StateRegistered {
+	if got := regState(t, k, "tool-fs"); got != registry.StateRegistered {
 		t.Fatalf("after install: %s", got)
 	}
 	k.Close()
@@ -64,14 +64,14 @@ func TestLifecycleStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := state(t, k, "tool-fs"); got != registry.StateLoaded {
+	if got := regState(t, k, "tool-fs"); got != registry.StateLoaded {
 		t.Fatalf("after kernel open (lazy, not started): %s", got)
 	}
 	r, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "1", Tool: "fs.exists", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
 	if err != nil || !r.OK {
 		t.Fatalf("%v %+v", err, r)
 	}
-	if got := state(t, k, "tool-fs"); got != registry.StateActive {
+	if got := regState(t, k, "tool-fs"); got != registry.StateActive {
 		t.Fatalf("after first use: %s", got)
 	}
 	// Disabled plugins are not loaded by the next kernel.
@@ -84,7 +84,7 @@ func TestLifecycleStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Close()
-	if got := state(t, k, "tool-fs"); got != registry.StateDisabled {
+	if got := regState(t, k, "tool-fs"); got != registry.StateDisabled {
 		t.Fatalf("disabled plugin state: %s", got)
 	}
 	if _, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "2", Tool: "fs.exists", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil); err == nil {
@@ -105,7 +105,7 @@ func TestUnloadedOnClose(t *testing.T) {
 	k, _ = Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone})
 	k.Plugins.Tools(ctx, "tool-fs")
 	k.Plugins.Close()
-	if got := state(t, k, "tool-fs"); got != registry.StateUnloaded {
+	if got := regState(t, k, "tool-fs"); got != registry.StateUnloaded {
 		t.Fatalf("after close: %s", got)
 	}
 	k.Close()

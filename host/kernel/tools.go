@@ -49,6 +49,11 @@ func (c *catalog) manifest(spec supervisor.Spec) (*manifests.Manifest, error) {
 
 // Lookup implements router.Catalog.
 func (c *catalog) Lookup(plugin, name string) (router.Target, error) {
+	if plugin == "" || plugin == KernelPlugin {
+		if t, ok := c.k.kernelTools.target(name); ok {
+			return t, nil
+		}
+	}
 	if plugin != "" {
 		spec, ok := c.k.Plugins.Spec(plugin)
 		if !ok {
@@ -112,6 +117,9 @@ type dispatcher struct{ k *Kernel }
 
 // Dispatch implements router.Dispatcher.
 func (d dispatcher) Dispatch(ctx context.Context, plugin string, call tool.Call, progress func(tool.Progress)) (router.Dispatched, error) {
+	if plugin == KernelPlugin {
+		return d.k.kernelTools.dispatch(ctx, call, d.k.modelCaller())
+	}
 	res, info, err := d.k.Plugins.ExecuteTool(ctx, plugin, call, progress)
 	return router.Dispatched{Result: res, Instance: info.InstanceID, OutDir: info.OutDir}, err
 }

@@ -102,6 +102,8 @@ type Approval struct {
 	Scope    string // ScopeOnce (default), ScopeSession, ScopeAlways
 	By       string // who answered (for the audit log)
 	Note     string
+	// Files, for a merge review, are the files approved (empty: all).
+	Files []string
 }
 
 // Scheduler runs a sandboxed call as a task (host/scheduler implements it:

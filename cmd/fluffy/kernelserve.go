@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/host/config"
+	"github.com/fluffy-waffle/fluffy/host/daemon"
+	"github.com/fluffy-waffle/fluffy/host/ipc"
+	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/host/state"
+	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// providerPlugin maps the `provider` config value to fluffy's plugin.
+func providerPlugin(name string) string {
+	if name == "" || strings.HasPrefix(name, "provider-") {
+		return name
+	}
+	return "provider-" + name
+}
+
+// providerConfig is what a provider plugin receives at Configure: its base
+// URL, model, key (read here from the environment or the key file, never
+// passed through the plugin's environment) and, for replay, the cassette.
+func providerConfig(e *env, cfg *config.Config, name string) ([]byte, error) {
+	c := map[string]any{}
+	switch name {
+	case "replay":
+		path := cfg.String("providers.replay.cassette")
+		if path == "" {
+			return nil, uerr.New("CONFIG_MISSING", "provider replay has no cassette", "providers.replay.cassette is empty",
+				"set it: `fluffy config set providers.replay.cassette PATH`")
+		}
+		// provider-replay takes the cassette's text at Configure (it has no
+		// access to the host's files); 3 MiB fits a gRPC message.
+		if b, err := readBounded(path, 3<<20); err == nil {
+			c["cassette"] = string(b)
+		} else {
+			return nil, uerr.Wrap(err, "CONFIG_INVALID", "cannot read the replay cassette "+path, err.Error(), "check providers.replay.cassette")
+		}
+	case "":
+		return nil, nil
+	default:
+		c["base_url"] = cfg.String("providers." + name + ".base_url")
+		c["model"] = cfg.String("providers." + name + ".model")
+		key := ""
+		switch name {
+		case "openai":
+			key = e.getenv("OPENAI_API_KEY")
+		case "anthropic":
+			key = e.getenv("ANTHROPIC_API_KEY")
+		}
+		if f := cfg.String("providers." + name + ".api_key_file"); key == "" && f != "" {
+			b, err := readBounded(f, 16<<10)
+			if err != nil {
+				return nil, uerr.Wrap(err, "CONFIG_INVALID", "cannot read the API key file "+f, err.Error(), "check providers."+name+".api_key_file (mode 0600)")
+			}
+			key = strings.TrimSpace(string(b))
+		}
+		c["api_key"] = key
+	}
+	if m := cfg.String("model"); m != "" {
+		c["model"] = m
+	}
+	return json.Marshal(c)
+}
+
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", path, fi.Size(), max)
+	}
+	b := make([]byte, fi.Size())
+	_, err = f.ReadAt(b, 0)
+	return b, err
+}
+
+// taskOptions are the task runner's settings from the config.
+func taskOptions(cfg *config.Config) kernel.TaskOptions {
+	model := cfg.String("model")
+	p := cfg.String("provider")
+	if model == "" && p != "" && p != "replay" {
+		model = cfg.String("providers." + p + ".model")
+	}
+	return kernel.TaskOptions{
+		Provider: providerPlugin(p), Model: model,
+		Limits: agent.Limits{
+			MaxTurns: cfg.Int("agent.max_turns"), MaxTokens: int64(cfg.Int("agent.max_tokens")),
+			MaxCostUSD: cfg.Float("agent.max_cost_usd"), MaxDuration: cfg.Duration("agent.max_duration"),
+		},
+		AutoMaxLines: cfg.Int("merge.auto_max_lines"),
+	}
+}
+
+// serveTasks registers the task and session methods on the daemon. When
+// the task runner could not be opened (no provider), the task methods
+// answer with why, and the session methods still work where they can.
+func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr error, info func() daemon.SessionStatus) {
+	need := func() error {
+		if t == nil {
+			return openErr
+		}
+		return nil
+	}
+	d.Handle(daemon.MethodTaskRun, func(ctx context.Context, req *ipc.Request) (any, error) {
+		if err := need(); err != nil {
+			return nil, err
+		}
+		var p daemon.TaskParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, err
+		}
+		// The task outlives its client (agent.on_disconnect: continue):
+		// events keep flowing to `fluffy attach`, and the daemon does not
+		// exit idle under it.
+		defer d.Busy()()
+		done, err := t.Run(context.WithoutCancel(ctx), kernel.TaskRequest{Prompt: p.Prompt, Yes: p.Yes, Interactive: p.Interactive, Mode: p.Mode},
+			func(ev agent.Event) { _ = req.Emit(ev) })
+		if err != nil {
+			return nil, err
+		}
+		return done, nil
+	})
+	d.Handle(daemon.MethodTaskAttach, func(ctx context.Context, req *ipc.Request) (any, error) {
+		if err := need(); err != nil {
+			return nil, err
+		}
+		var p daemon.AttachParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, err
+		}
+		var last *agent.DoneEvent
+		err := t.Attach(ctx, p.AfterSeq, func(ev agent.Event) {
+			if ev.Done != nil {
+				last = ev.Done
+			}
+			_ = req.Emit(ev)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if last == nil {
+			last = &agent.DoneEvent{Status: "running", Reason: "the task is still running"}
+		}
+		return last, nil
+	})
+	d.Handle(daemon.MethodTaskCancel, func(ctx context.Context, req *ipc.Request) (any, error) {
+		if err := need(); err != nil {
+			return nil, err
+		}
+		return map[string]bool{"cancelled": true}, t.Cancel()
+	})
+	d.Handle(daemon.MethodReviewRespond, func(ctx context.Context, req *ipc.Request) (any, error) {
+		if err := need(); err != nil {
+			return nil, err
+		}
+		var p daemon.ReviewResponse
+		if err := decodeParams(req, &p); err != nil {
+			return nil, err
+		}
+		a := router.Approval{Approved: p.Decision == "approve", Scope: p.Scope, By: "user", Note: p.Reason}
+		if a.Scope == "" {
+			a.Scope = router.ScopeOnce
+		}
+		if a.Scope == router.ScopeAlways {
+			return nil, uerr.New("REVIEW_SCOPE_UNSUPPORTED", "\"always\" is not offered for this review",
+				"a permanent approval is a policy change, and this version proposes none",
+				"approve once or for the session, or add a rule with `fluffy policy update`")
+		}
+		if p.Decision != "approve" && p.Decision != "reject" {
+			return nil, uerr.New("REVIEW_BAD_DECISION", fmt.Sprintf("decision %q", clipRunes(p.Decision, 40)), "a review is answered with approve or reject", "answer /approve or /reject")
+		}
+		a.Files = p.Files
+		return map[string]bool{"ok": true}, t.Respond(p.ReviewID, a)
+	})
+	d.Handle(daemon.MethodSessionStatus, func(ctx context.Context, req *ipc.Request) (any, error) {
+		return info(), nil
+	})
+	d.Handle(daemon.MethodSessionShow, func(ctx context.Context, req *ipc.Request) (any, error) {
+		if err := need(); err != nil {
+			return nil, err
+		}
+		hist, err := t.Machine().History(50)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"status": info(), "workflow": t.Machine().Status(), "history": hist}, nil
+	})
+	d.Handle(daemon.MethodSessionList, func(ctx context.Context, req *ipc.Request) (any, error) {
+		st := info()
+		return []daemon.SessionInfo{{ID: st.Session, Mode: st.Mode, State: st.State, Pending: st.Pending, Updated: time.Now().UTC().Format(time.RFC3339)}}, nil
+	})
+	d.Handle(daemon.MethodSessionResume, func(ctx context.Context, req *ipc.Request) (any, error) {
+		var p daemon.SessionParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, err
+		}
+		st := info()
+		if p.Session != "" && p.Session != st.Session {
+			return nil, uerr.New("SESSION_UNKNOWN", "no session "+clipRunes(p.Session, 64), "this project's kernel serves one session, "+st.Session, "resume "+st.Session)
+		}
+		return st, nil
+	})
+	d.Handle(daemon.MethodSessionBudget, func(ctx context.Context, req *ipc.Request) (any, error) {
+		return info(), nil
+	})
+	d.Handle(daemon.MethodSessionPin, func(ctx context.Context, req *ipc.Request) (any, error) {
+		if err := need(); err != nil {
+			return nil, err
+		}
+		var p daemon.SessionParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, err
+		}
+		if strings.TrimSpace(p.Text) == "" {
+			return nil, uerr.New("USAGE", "nothing to pin", "/pin keeps a text in every request of the session", "type /pin TEXT")
+		}
+		t.Agent().Pin(p.Text)
+		return map[string]bool{"ok": true}, nil
+	})
+	d.Handle(daemon.MethodSessionMode, func(ctx context.Context, req *ipc.Request) (any, error) {
+		if err := need(); err != nil {
+			return nil, err
+		}
+		var p daemon.SessionParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, err
+		}
+		if _, err := t.Machine().SetMode(ctx, state.ModeRequest{Mode: state.Mode(p.Mode), Caller: policy.Caller{Kind: "user"}, Reason: "asked in the REPL"}); err != nil {
+			return nil, err
+		}
+		return info(), nil
+	})
+}
+
+func decodeParams(req *ipc.Request, v any) error {
+	if len(req.Params) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(req.Params, v); err != nil {
+		return uerr.Wrap(err, "IPC_BAD_PARAMS", "the parameters of "+req.Method+" are not valid", err.Error(), "use a fluffy CLI of the same version as the kernel")
+	}
+	return nil
+}
+
+func clipRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

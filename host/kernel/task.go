@@ -1,0 +1,361 @@
+package kernel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/host/state"
+	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Codes of the task runner's errors.
+const (
+	CodeTaskRunning  = "TASK_RUNNING"
+	CodeNoTask       = "TASK_NOT_RUNNING"
+	CodeNoProvider   = "TASK_NO_PROVIDER"
+	CodeReviewNeeded = "REVIEW_NEEDED"
+	CodeNoReview     = "REVIEW_NOT_PENDING"
+)
+
+// maxTaskEvents bounds the events kept for `fluffy attach` (the oldest are
+// dropped; an attach asking for them gets what is left).
+const maxTaskEvents = 20000
+
+// TaskOptions configure the kernel's task runner.
+type TaskOptions struct {
+	// Provider is the provider plugin's name (provider-replay,
+	// provider-openai, ...); Model the model it is asked for.
+	Provider string
+	Model    string
+	Limits   agent.Limits
+	// ContextWindow of the model in tokens (0: the agent's default).
+	ContextWindow int64
+	// AutoMaxLines is the merge auto-approval threshold (0: 500).
+	AutoMaxLines int
+	Logger       hclog.Logger
+}
+
+// TaskRequest is one task as the CLI asks for it.
+type TaskRequest struct {
+	Prompt string
+	// Yes auto-approves what the policy allows to be auto-approved;
+	// Interactive means a person can answer reviews (review.respond).
+	Yes, Interactive bool
+	// Mode, when set, is requested for the session before the task starts
+	// (through the policy, like session.set_mode).
+	Mode string
+}
+
+// Tasks runs the AI loop of the kernel's session: one task at a time,
+// every event kept for attach, reviews answered through Respond.
+type Tasks struct {
+	k   *Kernel
+	o   TaskOptions
+	mg  *state.Manager
+	m   *state.Machine
+	ag  *agent.Agent
+	log hclog.Logger
+	hv  *viewHasher
+
+	mu          sync.Mutex
+	running     bool
+	cancel      context.CancelFunc
+	task        string
+	yes         bool
+	interactive bool
+	events      []agent.Event
+	subs        map[chan agent.Event]struct{}
+	reviews     map[string]chan router.Approval
+	// approved are the tool reviews a person approved for the session
+	// (scope "session"), by tool and rule.
+	approved map[string]bool
+}
+
+// OpenTasks wires the workflow machine, the agent and the kernel tools for
+// the kernel's session.
+func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
+	if o.Logger == nil {
+		o.Logger = k.log
+	}
+	if o.Provider == "" {
+		return nil, uerr.New(CodeNoProvider, "no AI provider is configured", "a task needs a provider plugin to talk to a model",
+			"set one: `fluffy config set provider replay` (offline), `openai` or `anthropic`")
+	}
+	if _, ok := k.Plugins.Spec(o.Provider); !ok {
+		return nil, uerr.New(CodeNoProvider, fmt.Sprintf("the provider plugin %s is not loaded", o.Provider),
+			"it is not installed, not enabled, or was rejected", "run `fluffy plugin list` and `make build` (fluffy's own providers are builtin plugins)")
+	}
+	k.provider = o.Provider
+	t := &Tasks{k: k, o: o, log: o.Logger.Named("task"), subs: map[chan agent.Event]struct{}{},
+		reviews: map[string]chan router.Approval{}, approved: map[string]bool{}}
+	t.hv = newViewHasher(k)
+	mg, err := state.NewManager(state.Options{
+		DB: k.ProjectDB, Audit: k.Audit, Policy: k.Policy, Approver: modeApprover{t},
+		Project: k.workspace, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := mg.Open(ctx, state.SessionConfig{ID: k.Session.ID(), ChangesetRef: k.Session.ID(), View: stateView{t}})
+	if err != nil {
+		return nil, err
+	}
+	t.mg, t.m = mg, m
+	for _, kt := range mg.KernelTools() {
+		mt, err := kernelManifestTool(kt.Def)
+		if err != nil {
+			return nil, err
+		}
+		k.kernelTools.add(kt.Def.Name, kernelTool{tool: mt, handle: kt.Handle})
+	}
+	t.ag = agent.New(agent.Options{
+		Session: k.Session.ID(), Model: providerModel{k: k, name: o.Provider}, ModelName: o.Model,
+		ContextWindow: o.ContextWindow, Tools: &taskTools{t: t}, Workflow: workflow{t},
+		Finisher: &finisher{t: t}, Limits: o.Limits, Emit: t.publish, Logger: o.Logger,
+	})
+	return t, nil
+}
+
+// Machine is the session's workflow machine.
+func (t *Tasks) Machine() *state.Machine { return t.m }
+
+// Agent is the session's loop (pins, budget).
+func (t *Tasks) Agent() *agent.Agent { return t.ag }
+
+// Running reports whether a task runs now.
+func (t *Tasks) Running() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.running
+}
+
+// Run runs one task to its end; every event goes to emit (in order) and to
+// attached clients. The result is the task's done event.
+func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)) (agent.DoneEvent, error) {
+	if strings.TrimSpace(req.Prompt) == "" {
+		return agent.DoneEvent{}, uerr.New("TASK_EMPTY", "the task is empty", "fluffy needs a sentence saying what to change", `run e.g. fluffy "add error handling to parseConfig"`)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t.mu.Lock()
+	if t.running {
+		t.mu.Unlock()
+		return agent.DoneEvent{}, uerr.New(CodeTaskRunning, "a task is already running in this session",
+			"one session runs one task at a time", "wait for it, follow it with `fluffy attach`, or cancel it (Ctrl-C in its terminal, or /cancel)")
+	}
+	t.running, t.cancel, t.task = true, cancel, req.Prompt
+	t.yes, t.interactive = req.Yes, req.Interactive
+	t.events = t.events[:0]
+	ch := make(chan agent.Event, 4096)
+	t.subs[ch] = struct{}{}
+	t.mu.Unlock()
+
+	forwarded := make(chan struct{})
+	go func() {
+		defer close(forwarded)
+		for ev := range ch {
+			emit(ev)
+		}
+	}()
+	done := t.run(ctx, req)
+
+	t.mu.Lock()
+	t.running, t.cancel = false, nil
+	delete(t.subs, ch)
+	close(ch)
+	t.mu.Unlock()
+	<-forwarded
+	return done, nil
+}
+
+func (t *Tasks) run(ctx context.Context, req TaskRequest) agent.DoneEvent {
+	if req.Mode != "" && req.Mode != string(t.m.Position().Mode) {
+		if _, err := t.m.SetMode(ctx, state.ModeRequest{Mode: state.Mode(req.Mode), Caller: policy.Caller{Kind: "user"}, Reason: "requested with --mode"}); err != nil {
+			ue := uerr.From(err)
+			t.publish(agent.Event{Type: agent.EventError, Error: ue})
+			d := agent.DoneEvent{Status: agent.StatusFailed, Reason: ue.What}
+			t.publish(agent.Event{Type: agent.EventDone, Done: &d})
+			return d
+		}
+	}
+	return t.ag.Run(ctx, req.Prompt)
+}
+
+// Cancel stops the running task: the provider stream and the running
+// calls end with the context.
+func (t *Tasks) Cancel() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.running {
+		return uerr.New(CodeNoTask, "no task is running", "there is nothing to cancel", "start one with fluffy \"...\"")
+	}
+	t.cancel()
+	return nil
+}
+
+// publish numbers nothing (the agent does) and fans the event out.
+func (t *Tasks) publish(ev agent.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.events) >= maxTaskEvents {
+		t.events = append(t.events[:0], t.events[len(t.events)-maxTaskEvents/2:]...)
+	}
+	t.events = append(t.events, ev)
+	for ch := range t.subs {
+		select {
+		case ch <- ev:
+		default:
+			// A client that does not read loses the stream (it can
+			// attach again from its last seq); the task never waits.
+			delete(t.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// Attach replays the events of the running (or last) task after afterSeq
+// and follows it live until it ends or ctx does.
+func (t *Tasks) Attach(ctx context.Context, afterSeq int64, emit func(agent.Event)) error {
+	t.mu.Lock()
+	var past []agent.Event
+	for _, ev := range t.events {
+		if ev.Seq > afterSeq {
+			past = append(past, ev)
+		}
+	}
+	var ch chan agent.Event
+	if t.running {
+		ch = make(chan agent.Event, 4096)
+		t.subs[ch] = struct{}{}
+	}
+	t.mu.Unlock()
+	last := afterSeq
+	for _, ev := range past {
+		emit(ev)
+		last = ev.Seq
+	}
+	if ch == nil {
+		if len(past) == 0 && len(t.events) == 0 {
+			return uerr.New(CodeNoTask, "this session has not run a task yet", "there is nothing to show", `start one with fluffy "..."`)
+		}
+		return nil
+	}
+	defer func() {
+		t.mu.Lock()
+		if _, ok := t.subs[ch]; ok {
+			delete(t.subs, ch)
+			close(ch)
+		}
+		t.mu.Unlock()
+	}()
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			if ev.Seq > last {
+				emit(ev)
+			}
+			if ev.Type == agent.EventDone {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// review asks the person at the terminal; it blocks until Respond or ctx.
+func (t *Tasks) review(ctx context.Context, ev agent.ReviewEvent) (router.Approval, error) {
+	t.mu.Lock()
+	interactive := t.interactive
+	if !interactive {
+		t.mu.Unlock()
+		return router.Approval{}, uerr.New(CodeReviewNeeded, ev.Summary+" needs a person's review",
+			"the task runs without a terminal to ask (--yes approves only what the policy lets pass without review)",
+			"run the task in the REPL (`fluffy`) or in a terminal, or follow it with `fluffy attach` and answer there")
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	ev.ID = "r-" + hex.EncodeToString(b[:])
+	ch := make(chan router.Approval, 1)
+	t.reviews[ev.ID] = ch
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		delete(t.reviews, ev.ID)
+		t.mu.Unlock()
+	}()
+	t.publish(agent.Event{Type: agent.EventReviewRequested, Review: &ev})
+	select {
+	case a := <-ch:
+		res := ev
+		res.Decision, res.Reason = "rejected", a.Note
+		if a.Approved {
+			res.Decision = "approved"
+		}
+		t.publish(agent.Event{Type: agent.EventReviewResolved, Review: &res})
+		return a, nil
+	case <-ctx.Done():
+		return router.Approval{}, ctx.Err()
+	}
+}
+
+// Respond answers a pending review.
+func (t *Tasks) Respond(id string, a router.Approval) error {
+	t.mu.Lock()
+	ch, ok := t.reviews[id]
+	if ok {
+		delete(t.reviews, id)
+	}
+	t.mu.Unlock()
+	if !ok {
+		return uerr.New(CodeNoReview, fmt.Sprintf("no review %q is waiting", clipText(id, 64)), "it was answered already, timed out, or its task ended", "answer the review shown last")
+	}
+	ch <- a
+	return nil
+}
+
+// Pending returns the ids of the reviews waiting for an answer.
+func (t *Tasks) Pending() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ids []string
+	for id := range t.reviews {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Close cancels a running task.
+func (t *Tasks) Close() {
+	t.mu.Lock()
+	if t.cancel != nil {
+		t.cancel()
+	}
+	t.mu.Unlock()
+	if t.mg != nil {
+		t.mg.Close(t.k.Session.ID())
+	}
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// now is the runner's clock (one place, for the review timestamps).
+func now() time.Time { return time.Now().UTC() }
