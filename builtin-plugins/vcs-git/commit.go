@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -280,7 +281,7 @@ func (g *gitVCS) Commit(ctx context.Context, req vcs.CommitRequest) (string, err
 func readChange(ws, rel string) (*change, error) {
 	full := filepath.Join(ws, filepath.FromSlash(rel))
 	fi, err := os.Lstat(full)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return &change{del: true}, nil
 	}
 	if err != nil {

@@ -44,12 +44,21 @@ func Apply(ctx context.Context, project, dir, id string, req Request) (Result, e
 		return Result{}, err
 	}
 	cid := plumbing.NewHash(id)
-	got, cm, err := readOutput(dir, cid, exp)
+	// The commit first: a wrong parent or tree says more than the stray
+	// objects that come with it.
+	co, cm, err := readCommit(dir, cid)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := st.checkCommit(cm, got[cid].data, exp, req); err != nil {
+	if err := st.checkCommit(cm, co.data, exp, req); err != nil {
 		return Result{}, err
+	}
+	got, err := readOutput(dir, cid, exp)
+	if err != nil {
+		return Result{}, err
+	}
+	if !bytes.Equal(got[cid].data, co.data) {
+		return Result{}, refused(CodeRefusedOutput, "the commit changed while it was checked", "the plugin's output is not stable")
 	}
 	if err := st.checkSummary(dir, id, exp); err != nil {
 		return Result{}, err
@@ -101,51 +110,51 @@ func Apply(ctx context.Context, project, dir, id string, req Request) (Result, e
 // readOutput reads the plugin's output directory: only commit.json and
 // objects/<2 hex>/<38 hex> regular files, each an expected object with
 // exactly the expected content, or the commit itself.
-func readOutput(dir string, id plumbing.Hash, exp *expectation) (map[plumbing.Hash]obj, *object.Commit, error) {
+func readOutput(dir string, id plumbing.Hash, exp *expectation) (map[plumbing.Hash]obj, error) {
 	bad := func(what, why string) error { return refused(CodeRefusedOutput, what, why) }
 	fi, err := os.Lstat(dir)
 	if err != nil || !fi.IsDir() {
-		return nil, nil, bad("the plugin left no commit output", fmt.Sprintf("%s is not a directory (%v)", filepath.Base(dir), err))
+		return nil, bad("the plugin left no commit output", fmt.Sprintf("%s is not a directory (%v)", filepath.Base(dir), err))
 	}
 	top, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil, repoErr("read the plugin's output", err)
+		return nil, repoErr("read the plugin's output", err)
 	}
 	for _, d := range top {
 		switch {
 		case d.Name() == vcs.CommitFile && d.Type().IsRegular():
 		case d.Name() == "objects" && d.IsDir():
 		default:
-			return nil, nil, bad(fmt.Sprintf("unexpected %q in the plugin's output", bounded(d.Name())), "a commit output holds commit.json and objects/ only, no links")
+			return nil, bad(fmt.Sprintf("unexpected %q in the plugin's output", bounded(d.Name())), "a commit output holds commit.json and objects/ only, no links")
 		}
 	}
 	got := map[plumbing.Hash]obj{}
 	objDir := filepath.Join(dir, "objects")
 	fans, err := os.ReadDir(objDir)
 	if err != nil {
-		return nil, nil, bad("the plugin's output has no objects", err.Error())
+		return nil, bad("the plugin's output has no objects", err.Error())
 	}
 	limit := len(exp.objs) + 1
 	for _, fan := range fans {
 		if !fan.IsDir() || len(fan.Name()) != 2 || !isHex(fan.Name()) {
-			return nil, nil, bad(fmt.Sprintf("unexpected %q in objects/", bounded(fan.Name())), "objects/ holds two-hex-digit directories only")
+			return nil, bad(fmt.Sprintf("unexpected %q in objects/", bounded(fan.Name())), "objects/ holds two-hex-digit directories only")
 		}
 		files, err := os.ReadDir(filepath.Join(objDir, fan.Name()))
 		if err != nil {
-			return nil, nil, repoErr("read the plugin's output", err)
+			return nil, repoErr("read the plugin's output", err)
 		}
 		for _, f := range files {
 			name := fan.Name() + f.Name()
 			if !f.Type().IsRegular() || len(name) != 40 || !isHex(name) {
-				return nil, nil, bad(fmt.Sprintf("unexpected %q in objects/%s", bounded(f.Name()), fan.Name()), "objects are regular files named by their 40-hex-digit id")
+				return nil, bad(fmt.Sprintf("unexpected %q in objects/%s", bounded(f.Name()), fan.Name()), "objects are regular files named by their 40-hex-digit id")
 			}
 			if len(got) >= limit {
-				return nil, nil, refused(CodeRefusedObject, "the plugin's output holds more objects than the commit needs", fmt.Sprintf("at most %d were expected", limit))
+				return nil, refused(CodeRefusedObject, "the plugin's output holds more objects than the commit needs", fmt.Sprintf("at most %d were expected", limit))
 			}
 			h := plumbing.NewHash(name)
 			want, expected := exp.objs[h]
 			if !expected && h != id {
-				return nil, nil, refused(CodeRefusedObject, fmt.Sprintf("object %s is not part of the commit", h),
+				return nil, refused(CodeRefusedObject, fmt.Sprintf("object %s is not part of the commit", h),
 					"every object must be a blob or tree of the merged files, or the commit: anything else could rewrite history or smuggle content")
 			}
 			maxRaw := int64(maxCommitBytes)
@@ -154,32 +163,48 @@ func readOutput(dir string, id plumbing.Hash, exp *expectation) (map[plumbing.Ha
 			}
 			o, err := readLoose(filepath.Join(objDir, fan.Name(), f.Name()), maxRaw)
 			if err != nil {
-				return nil, nil, bad(fmt.Sprintf("object %s cannot be read", h), err.Error())
+				return nil, bad(fmt.Sprintf("object %s cannot be read", h), err.Error())
 			}
 			if hashOf(o.typ, o.data) != h {
-				return nil, nil, bad(fmt.Sprintf("object %s does not hash to its name", h), "its content is not what its name says")
+				return nil, bad(fmt.Sprintf("object %s does not hash to its name", h), "its content is not what its name says")
 			}
 			if expected && (o.typ != want.typ || !bytes.Equal(o.data, want.data)) {
-				return nil, nil, refused(CodeRefusedTree, fmt.Sprintf("object %s differs from the merged content", h), "it does not match what the kernel computed")
+				return nil, refused(CodeRefusedTree, fmt.Sprintf("object %s differs from the merged content", h), "it does not match what the kernel computed")
 			}
 			got[h] = o
 		}
 	}
-	co, ok := got[id]
-	if !ok {
-		return nil, nil, refused(CodeRefusedMissing, fmt.Sprintf("commit %s is not in the plugin's output", id), "the plugin named a commit it did not write")
+	if _, ok := got[id]; !ok {
+		return nil, refused(CodeRefusedMissing, fmt.Sprintf("commit %s is not in the plugin's output", id), "the plugin named a commit it did not write")
+	}
+	return got, nil
+}
+
+// readCommit reads and parses the commit object named id in the output.
+func readCommit(dir string, id plumbing.Hash) (obj, *object.Commit, error) {
+	hs := id.String()
+	p := filepath.Join(dir, "objects", hs[:2], hs[2:])
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		return obj{}, nil, refused(CodeRefusedMissing, fmt.Sprintf("commit %s is not in the plugin's output", id), "the plugin named a commit it did not write as a regular file")
+	}
+	co, err := readLoose(p, maxCommitBytes)
+	if err != nil {
+		return obj{}, nil, refused(CodeRefusedOutput, fmt.Sprintf("commit %s cannot be read", id), err.Error())
+	}
+	if hashOf(co.typ, co.data) != id {
+		return obj{}, nil, refused(CodeRefusedOutput, fmt.Sprintf("object %s does not hash to its name", id), "its content is not what its name says")
 	}
 	if co.typ != plumbing.CommitObject {
-		return nil, nil, refused(CodeRefusedNotCommit, fmt.Sprintf("object %s is a %s, not a commit", id, co.typ), "the plugin must return a commit")
+		return obj{}, nil, refused(CodeRefusedNotCommit, fmt.Sprintf("object %s is a %s, not a commit", id, co.typ), "the plugin must return a commit")
 	}
 	mo := &plumbing.MemoryObject{}
 	mo.SetType(plumbing.CommitObject)
 	_, _ = mo.Write(co.data)
 	cm := &object.Commit{}
 	if err := cm.Decode(mo); err != nil {
-		return nil, nil, refused(CodeRefusedNotCommit, fmt.Sprintf("commit %s cannot be parsed", id), err.Error())
+		return obj{}, nil, refused(CodeRefusedNotCommit, fmt.Sprintf("commit %s cannot be parsed", id), err.Error())
 	}
-	return got, cm, nil
+	return co, cm, nil
 }
 
 func isHex(s string) bool {

