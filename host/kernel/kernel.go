@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -79,14 +80,17 @@ type Kernel struct {
 	// caller of the kernel tools the model asks for).
 	provider     string
 	pluginConfig map[string][]byte
-	sessionMode  string
-	ephemeral    bool // the session was made for this kernel alone
-	workspace    string
-	sandboxed    bool
-	progress     func(string)
-	db           *store.DB
-	sb           *sandboxes
-	log          hclog.Logger
+	// gateState reads the session's workflow state (set by the task
+	// runner): the policy sees it at ingest as state_machine_state.
+	gateState   atomic.Pointer[func() string]
+	sessionMode string
+	ephemeral   bool // the session was made for this kernel alone
+	workspace   string
+	sandboxed   bool
+	progress    func(string)
+	db          *store.DB
+	sb          *sandboxes
+	log         hclog.Logger
 }
 
 // HomeDB is the badger directory under $FLUFFY_HOME.

@@ -111,6 +111,8 @@ func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
 		return nil, err
 	}
 	t.mg, t.m = mg, m
+	st := m.State
+	k.gateState.Store(&st)
 	for _, kt := range mg.KernelTools() {
 		mt, err := kernelManifestTool(kt.Def)
 		if err != nil {

@@ -86,11 +86,11 @@ func (v stateView) ChangedPaths() []string { return v.t.changedPaths() }
 
 // changedPaths lists the paths the session's changeset touches.
 func (t *Tasks) changedPaths() []string {
-	cs, ok := any(t.k.Session).(interface{ ChangedPaths() []string })
-	if !ok {
-		return nil
+	var out []string
+	for _, c := range t.k.Session.Changes() {
+		out = append(out, c.Path)
 	}
-	return cs.ChangedPaths()
+	return out
 }
 
 // modeApprover sends the machine's own reviews (debug mode) to the person.
@@ -207,9 +207,7 @@ func (tt *taskTools) Access(name string, args json.RawMessage) agent.Access {
 func (tt *taskTools) session() *router.Session {
 	t := tt.t
 	s := &router.Session{ID: t.k.Session.ID(), Mode: string(t.m.Position().Mode), Caller: "model", Gate: t.m, Approver: toolApprover{t}}
-	if in, ok := any(t.k.Session).(router.Ingester); ok {
-		s.Ingester = in
-	}
+	s.Ingester = t.k.Session
 	return s
 }
 

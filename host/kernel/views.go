@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"os"
 
+	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
+	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -26,7 +28,8 @@ func (k *Kernel) openSession(ctx context.Context, o Options) error {
 	if o.Launcher == nil && (o.Sandbox == "" || o.Sandbox == SandboxDocker) {
 		reader.UID, reader.GID = sandbox.GuestIdentity()
 	}
-	s, err := workspace.Open(ctx, id, workspace.Options{Home: o.Home, Project: o.Workspace, Judge: k.Policy, Reader: reader, Logger: o.Logger})
+	s, err := workspace.Open(ctx, id, workspace.Options{Home: o.Home, Project: o.Workspace, Judge: k.Policy, Reader: reader, Logger: o.Logger,
+		DB: k.ProjectDB, Identify: k.identify})
 	if err != nil {
 		return err
 	}
@@ -56,4 +59,20 @@ func (v views) View(ctx context.Context, spec supervisor.Spec) (string, error) {
 		return "", err
 	}
 	return view.Dir, nil
+}
+
+// identify is who a plugin's proposed writes are judged as at ingest: the
+// same request the router built for the call (registry tags, sandbox
+// template, session mode, workflow state).
+func (k *Kernel) identify(ctx context.Context, plugin, toolName string) (policy.Request, error) {
+	c := &catalog{k: k, manifests: map[string]*manifests.Manifest{}}
+	t, err := c.Lookup(plugin, toolName)
+	if err != nil {
+		return policy.Request{}, err
+	}
+	st := ""
+	if f := k.gateState.Load(); f != nil {
+		st = (*f)()
+	}
+	return router.Requests(t, &router.Session{Mode: k.sessionMode}, st, nil)[0].Request, nil
 }
