@@ -1,0 +1,35 @@
+package upstream
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/plugins/runtime"
+)
+
+// NewHTTPClient returns the client a provider plugin uses. Inside an
+// ai-provider sandbox (runtime.EnvProxySocket set) every connection is a
+// CONNECT tunnel through the kernel's proxy; without one (--sandbox=none,
+// in-process tests) it dials directly. getenv is os.Getenv when nil.
+// There is no overall timeout: a turn streams as long as the model writes,
+// and the caller's context ends it.
+func NewHTTPClient(getenv func(string) string) *http.Client {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if getenv(runtime.EnvProxySocket) != "" {
+		dial = runtime.DialViaProxy
+	}
+	tr := &http.Transport{
+		DialContext:           dial,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          4,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   15 * time.Second,
+		ResponseHeaderTimeout: 5 * time.Minute,
+	}
+	return &http.Client{Transport: tr}
+}
