@@ -1,0 +1,439 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
+)
+
+// goEvent is one line of `go test -json`: test2json's TestEvent plus the
+// build events (ImportPath, build-output, build-fail) and FailedBuild.
+type goEvent struct {
+	Action      string
+	Package     string
+	Test        string
+	Elapsed     float64
+	Output      string
+	ImportPath  string
+	FailedBuild string
+}
+
+// confineFailed is written into the confined scratch directory by the
+// confine launcher when it cannot confine a test binary: the run is then
+// a runner_error, never a red.
+const confineFailed = "confine-failed"
+
+// goModuleDir finds the directory of the go.mod governing target (target
+// itself or its nearest parent inside the project).
+func goModuleDir(ws, target string) (string, bool) {
+	for d := target; ; d = path.Dir(d) {
+		if st, err := os.Lstat(filepath.Join(ws, filepath.FromSlash(d), "go.mod")); err == nil && st.Mode().IsRegular() {
+			return d, true
+		}
+		if d == "." || d == "/" {
+			return "", false
+		}
+	}
+}
+
+func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
+	modDir, ok := goModuleDir(j.ws, j.target)
+	if !ok {
+		return testrun.Run{Status: testrun.RunnerError, Summary: fmt.Sprintf("no go.mod in %s or any directory above it in the project: go test needs a module", j.target)}
+	}
+	cwd := filepath.Join(j.ws, filepath.FromSlash(modDir))
+	rel := "."
+	if j.target != modDir {
+		rel = "./" + strings.TrimPrefix(j.target, modDir+"/")
+		if modDir == "." {
+			rel = "./" + j.target
+		}
+	}
+	pattern := rel + j.pattern
+	if rel == "." && j.pattern == "/..." {
+		pattern = "./..."
+	}
+	confined := filepath.Join(j.scratch, "run")
+	gowork := filepath.Join(j.scratch, "gowork")
+	for _, d := range []string{confined, gowork} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
+		}
+	}
+	gocache := filepath.Join(j.scratch, "gocache")
+	if j.cache != "" {
+		gocache = filepath.Join(j.cache, "go-build")
+	}
+	env := append(j.baseEnv(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local",
+		"GOTELEMETRY=off", "GOENV=off", "CGO_ENABLED=0", "GOCACHE="+gocache, "GOTMPDIR="+gowork)
+	argv := []string{"go", "test", "-json", "-count=1", "-timeout=0",
+		"-exec", strings.Join(confineCommand(j.self, confined), " ")}
+	cover := filepath.Join(j.scratch, "cover.out")
+	if j.args.Coverage {
+		argv = append(argv, "-cover", "-coverprofile="+cover)
+	}
+	argv = append(argv, pattern)
+	stdout := &capBuffer{max: maxLogBytes}
+	res := j.execute(ctx, command{argv: argv, dir: cwd, env: env, timeout: timeout}, stdout)
+	run, full, unfinished := parseGo(res.stdout, j.ws, cwd)
+	run.Command = argv
+	j.log.Write([]byte(full))
+	if b, err := os.ReadFile(filepath.Join(confined, confineFailed)); err == nil {
+		run.Status = testrun.RunnerError
+		run.Summary = "the test binaries could not be confined: " + clip(string(b), 512)
+		return run
+	}
+	switch {
+	case res.timedOut:
+		run.Status = testrun.Timeout
+		run.Summary = fmt.Sprintf("stopped after %s (timeout_seconds)", timeout.Round(time.Second))
+		if len(unfinished) > 0 {
+			run.Summary += "; still running: " + clip(strings.Join(unfinished, ", "), 1024)
+		}
+	case res.err != nil:
+		run.Status = testrun.RunnerError
+		run.Summary = "go test could not run: " + res.err.Error()
+		if os.IsNotExist(res.err) || strings.Contains(res.err.Error(), "executable file not found") {
+			run.Summary += "; the Go toolchain is not in the sandbox: list its directory (e.g. /usr/local/go) in the policy's toolchains section"
+		}
+	case run.Status == "" && res.exitCode != 0:
+		run.Status = testrun.RunnerError
+		run.Summary = "go test failed before running anything: " + clip(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024)
+	}
+	if run.Status == testrun.Red || run.Status == testrun.Green {
+		if j.args.Coverage {
+			run.Coverage = goCoverage(cover, cwd, j.ws)
+		}
+	}
+	if run.Status == "" {
+		run.Status = testrun.NoTests
+	}
+	return run
+}
+
+// parseGo reads a `go test -json` stream and classifies it. Status stays
+// "" when the stream holds no package result at all.
+func parseGo(stream []byte, ws, cwd string) (run testrun.Run, full string, unfinished []string) {
+	type key struct{ pkg, test string }
+	tests := map[key]*testrun.Test{}
+	var order []key
+	msgs := map[key]*strings.Builder{}
+	buildOut := map[string][]string{} // import path → build output lines
+	var buildFailed []string
+	pkgOut := map[string]*strings.Builder{}
+	pkgFailed := map[string]bool{}
+	pkgResult := false
+	var text strings.Builder // what the model sees: failures only
+	var fb strings.Builder
+	fb2 := &fb
+	sc := bufio.NewScanner(bytes.NewReader(stream))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var ev goEvent
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
+			fb2.Write(line)
+			fb2.WriteByte('\n')
+			continue
+		}
+		switch ev.Action {
+		case "build-output":
+			buildOut[ev.ImportPath] = append(buildOut[ev.ImportPath], strings.TrimSuffix(ev.Output, "\n"))
+			fb2.WriteString(ev.Output)
+			continue
+		case "build-fail":
+			buildFailed = append(buildFailed, ev.ImportPath)
+			continue
+		}
+		if ev.Output != "" {
+			fb2.WriteString(ev.Output)
+		}
+		if ev.Test == "" {
+			switch ev.Action {
+			case "output":
+				b := pkgOut[ev.Package]
+				if b == nil {
+					b = &strings.Builder{}
+					pkgOut[ev.Package] = b
+				}
+				if b.Len() < 64<<10 {
+					b.WriteString(ev.Output)
+				}
+			case "pass", "skip":
+				pkgResult = true
+			case "fail":
+				pkgResult = true
+				if ev.FailedBuild == "" {
+					pkgFailed[ev.Package] = true
+				} else if len(buildOut[ev.FailedBuild]) == 0 {
+					// A failed build with no compiler output: say so.
+					buildOut[ev.FailedBuild] = []string{strings.TrimSpace(pkgOut[ev.Package].String())}
+				}
+			}
+			continue
+		}
+		k := key{ev.Package, ev.Test}
+		t := tests[k]
+		if t == nil {
+			t = &testrun.Test{Name: ev.Test, Package: ev.Package}
+			tests[k] = t
+			msgs[k] = &strings.Builder{}
+			order = append(order, k)
+		}
+		switch ev.Action {
+		case "output":
+			if m := msgs[k]; m.Len() < 64<<10 {
+				m.WriteString(ev.Output)
+			}
+		case "pass":
+			t.Status, t.DurationMS = testrun.Pass, int64(ev.Elapsed*1000)
+		case "fail":
+			t.Status, t.DurationMS = testrun.Fail, int64(ev.Elapsed*1000)
+		case "skip":
+			t.Status, t.DurationMS = testrun.Skip, int64(ev.Elapsed*1000)
+		}
+	}
+	// Build errors, in the order the builds failed.
+	seen := map[string]bool{}
+	for _, ip := range buildFailed {
+		if seen[ip] {
+			continue
+		}
+		seen[ip] = true
+		pkg, _, _ := strings.Cut(ip, " ")
+		for _, l := range buildOut[ip] {
+			text.WriteString(l + "\n")
+		}
+		run.BuildErrors = append(run.BuildErrors, parseBuildOutput(buildOut[ip], pkg, ws, cwd)...)
+	}
+	failedIn := map[string]bool{}
+	for _, k := range order {
+		t := tests[k]
+		if t.Status == "" {
+			// Started, never ended: the binary was killed or crashed.
+			t.Status = testrun.Fail
+			unfinished = append(unfinished, k.pkg+" "+k.test)
+		}
+		if t.Status == testrun.Fail {
+			t.Message = tailClip(msgs[k].String(), maxMessageBytes)
+			failedIn[k.pkg] = true
+			text.WriteString(t.Message)
+		}
+		run.Tests = append(run.Tests, *t)
+	}
+	// A package that failed without a failing test (TestMain exit, a
+	// panic in init, a crash between tests) is one failure of its own.
+	for pkg := range pkgFailed {
+		if failedIn[pkg] {
+			continue
+		}
+		msg := tailClip(pkgOut[pkg].String(), maxMessageBytes)
+		run.Tests = append(run.Tests, testrun.Test{Name: "(package)", Package: pkg, Status: testrun.Fail, Message: msg})
+		text.WriteString(msg)
+	}
+	run.Output = text.String()
+	if pkgResult || len(buildFailed) > 0 {
+		run.Status = classifyGo(run)
+	}
+	return run, fb.String(), unfinished
+}
+
+// classifyGo: build errors decide first (red when every one is a test
+// file's reference to something that does not exist yet), then failures,
+// then passes.
+func classifyGo(run testrun.Run) testrun.Status {
+	if len(run.BuildErrors) > 0 {
+		for _, be := range run.BuildErrors {
+			if missingModule(be.Message) {
+				return testrun.RunnerError
+			}
+		}
+		for _, be := range run.BuildErrors {
+			if !be.InTestFile || !be.Undefined {
+				return testrun.BuildFailed
+			}
+		}
+		return testrun.Red
+	}
+	for _, t := range run.Tests {
+		if t.Status == testrun.Fail {
+			return testrun.Red
+		}
+	}
+	for _, t := range run.Tests {
+		if t.Status == testrun.Pass {
+			return testrun.Green
+		}
+	}
+	return testrun.NoTests
+}
+
+// missingModule reports the go command's words for a module the sandbox
+// cannot fetch (GOPROXY=off, no network) or verify. The classification
+// itself comes from the build-fail event; this only picks the fix.
+func missingModule(msg string) bool {
+	return strings.Contains(msg, "GOPROXY=off") || strings.Contains(msg, "missing go.sum entry")
+}
+
+// parseBuildOutput turns the compiler's and go command's diagnostics of
+// one failed build into BuildErrors. Each diagnostic is
+// "file:line[:col]: message" (gc's documented form); a line starting
+// with a tab continues the previous one; "# pkg" headers are dropped.
+func parseBuildOutput(lines []string, pkg, ws, cwd string) []testrun.BuildError {
+	var out []testrun.BuildError
+	for _, l := range lines {
+		switch {
+		case l == "" || strings.HasPrefix(l, "# "):
+			continue
+		case strings.HasPrefix(l, "\t") && len(out) > 0:
+			out[len(out)-1].Message = clip(out[len(out)-1].Message+"\n"+l, 1024)
+			continue
+		}
+		be := testrun.BuildError{Package: pkg, Message: clip(l, 1024)}
+		if f, ln, col, msg, ok := splitDiag(l); ok {
+			be.File = relToWorkspace(ws, cwd, f)
+			be.Line, be.Column, be.Message = ln, col, clip(msg, 1024)
+			be.InTestFile = strings.HasSuffix(f, "_test.go")
+			be.Undefined = undefinedName(msg)
+		}
+		out = append(out, be)
+	}
+	return out
+}
+
+// splitDiag splits "file:line:col: msg" or "file:line: msg".
+func splitDiag(l string) (file string, line, col int, msg string, ok bool) {
+	parts := strings.SplitN(l, ":", 4)
+	if len(parts) < 3 {
+		return "", 0, 0, "", false
+	}
+	line, err := strconv.Atoi(parts[1])
+	if err != nil || line <= 0 || parts[0] == "" {
+		return "", 0, 0, "", false
+	}
+	if len(parts) == 4 {
+		if c, err := strconv.Atoi(parts[2]); err == nil {
+			return parts[0], line, c, strings.TrimSpace(parts[3]), true
+		}
+		return parts[0], line, 0, strings.TrimSpace(parts[2] + ":" + parts[3]), true
+	}
+	return parts[0], line, 0, strings.TrimSpace(parts[2]), true
+}
+
+// undefinedName: the type checker's report of a name, field or method
+// that does not exist ("undefined: Sub", "x.Sub undefined (type T has no
+// field or method Sub)").
+func undefinedName(msg string) bool {
+	return strings.HasPrefix(msg, "undefined: ") || strings.Contains(msg, " undefined (type ")
+}
+
+// tailClip keeps the end of s (where a failure's message is) within n.
+func tailClip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	t := s[len(s)-n:]
+	for len(t) > 0 && !utf8.RuneStart(t[0]) {
+		t = t[1:]
+	}
+	return "…" + t
+}
+
+// lastLines returns the last n lines of b.
+func lastLines(b []byte, n int) string {
+	s := strings.TrimRight(string(b), "\n")
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			n--
+			if n == 0 {
+				return s[i+1:]
+			}
+		}
+	}
+	return s
+}
+
+// goCoverage summarises a coverprofile ("mode: x" then
+// "importpath/file.go:l.c,l.c stmts count" lines) per project file.
+func goCoverage(profile, modRoot, ws string) *testrun.Coverage {
+	b, err := os.ReadFile(profile)
+	if err != nil {
+		return nil
+	}
+	modPath := goModulePath(filepath.Join(modRoot, "go.mod"))
+	type fc struct{ total, covered int }
+	files := map[string]*fc{}
+	var total, covered int
+	for _, l := range strings.Split(string(b), "\n") {
+		if l == "" || strings.HasPrefix(l, "mode:") {
+			continue
+		}
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			continue
+		}
+		name, _, _ := strings.Cut(f[0], ":")
+		stmts, err1 := strconv.Atoi(f[1])
+		count, err2 := strconv.Atoi(f[2])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if modPath != "" {
+			if r, ok := strings.CutPrefix(name, modPath+"/"); ok {
+				name = relToWorkspace(ws, modRoot, r)
+			}
+		}
+		c := files[name]
+		if c == nil {
+			c = &fc{}
+			files[name] = c
+		}
+		c.total += stmts
+		total += stmts
+		if count > 0 {
+			c.covered += stmts
+			covered += stmts
+		}
+	}
+	cov := &testrun.Coverage{Files: map[string]float64{}}
+	pct := func(c, t int) float64 {
+		if t == 0 {
+			return 0
+		}
+		return float64(int(float64(c)*1000/float64(t))) / 10
+	}
+	for n, c := range files {
+		cov.Files[n] = pct(c.covered, c.total)
+	}
+	cov.Percent = pct(covered, total)
+	return cov
+}
+
+// goModulePath reads the module path from a go.mod's module directive.
+func goModulePath(gomod string) string {
+	b, err := os.ReadFile(gomod)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[0] == "module" {
+			if u, err := strconv.Unquote(f[1]); err == nil {
+				return u
+			}
+			return f[1]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
+	"github.com/fluffy-waffle/fluffy/pluginsdk"
+)
+
+// TestMain lets the test binary serve as the confine launcher, as the
+// plugin binary does in production (os.Executable is the test binary).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == confineArg {
+		runConfined(os.Args[2:])
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// runInProcess calls the handler directly on the host (real go test, real
+// Landlock) and decodes its output the way the kernel does.
+func runInProcess(t *testing.T, ws, out string, args string) testrun.Run {
+	t.Helper()
+	tc := &pluginsdk.ToolContext{Call: tool.Call{ID: "op", OperationID: "op"}, Workspace: ws, OutDir: out, Logger: hclog.NewNullLogger()}
+	v, err := runTests(context.Background(), tc, json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("test.run %s: %v", args, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := testrun.Decode(b)
+	if err != nil {
+		t.Fatalf("kernel would refuse %s: %v", b, err)
+	}
+	return r
+}
+
+type classCase struct {
+	name, args string
+	status     testrun.Status
+	check      func(t *testing.T, r testrun.Run)
+}
+
+// classCases is the classification table, shared by the in-process and
+// the sandboxed test.
+var classCases = []classCase{
+	{"green", `{"path":"green"}`, testrun.Green, func(t *testing.T, r testrun.Run) {
+		if r.Counts != (testrun.Counts{Passed: 1, Skipped: 1}) {
+			t.Errorf("counts %+v", r.Counts)
+		}
+	}},
+	{"red assertion", `{"path":"red/..."}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if r.Counts.Failed != 1 || r.Counts.Passed != 1 || r.Tests[0].Name != "TestAdd" || !strings.Contains(r.Tests[0].Message, "want 4") {
+			t.Errorf("tests %+v", r.Tests)
+		}
+	}},
+	{"red undefined", `{"path":"undefined"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) != 1 {
+			t.Fatalf("build errors %+v", r.BuildErrors)
+		}
+		be := r.BuildErrors[0]
+		if be.File != "undefined/a_test.go" || be.Line != 6 || !be.Undefined || !be.InTestFile || be.Message != "undefined: Sub" {
+			t.Errorf("build error %+v", be)
+		}
+	}},
+	{"build error", `{"path":"builderr"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) != 1 || r.BuildErrors[0].File != "builderr/a.go" || r.BuildErrors[0].Line != 3 || r.BuildErrors[0].InTestFile {
+			t.Errorf("build errors %+v", r.BuildErrors)
+		}
+		if !strings.Contains(r.Summary, "builderr/a.go:3") {
+			t.Errorf("summary %q", r.Summary)
+		}
+	}},
+	{"no tests", `{"path":"notests"}`, testrun.NoTests, nil},
+	{"panic", `{"path":"panic"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if r.Counts.Failed != 1 || !strings.Contains(r.Tests[0].Message, "assignment to entry in nil map") {
+			t.Errorf("tests %+v", r.Tests)
+		}
+	}},
+	{"timeout", `{"path":"sleep","timeout_seconds":20}`, testrun.Timeout, func(t *testing.T, r testrun.Run) {
+		if !strings.Contains(r.Summary, "TestSleep") {
+			t.Errorf("summary %q does not name the test that hung", r.Summary)
+		}
+	}},
+	{"cannot poison", `{"path":"poison"}`, testrun.Green, nil},
+}
+
+func TestClassifyInProcess(t *testing.T) {
+	ws := t.TempDir()
+	writeGoFixtures(t, ws)
+	out := t.TempDir()
+	poison := t.TempDir()
+	t.Setenv("POISON_DIR", poison)
+	// The build cache's go-build is the host's own: the go command is
+	// the only writer (as on the host), and the test stays warm.
+	cache := t.TempDir()
+	hostCache, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(strings.TrimSpace(string(hostCache)), filepath.Join(cache, "go-build")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FLUFFY_BUILD_CACHE", cache)
+	for _, c := range classCases {
+		t.Run(c.name, func(t *testing.T) {
+			r := runInProcess(t, ws, out, c.args)
+			if r.Status != c.status {
+				t.Fatalf("status %s, want %s\nsummary: %s\noutput: %s", r.Status, c.status, r.Summary, r.Output)
+			}
+			if c.check != nil {
+				c.check(t, r)
+			}
+			if r.LogFile != logName {
+				t.Errorf("log file %q", r.LogFile)
+			}
+		})
+	}
+	if es, _ := os.ReadDir(poison); len(es) != 0 {
+		t.Fatalf("a test wrote outside its scratch directory: %v", es)
+	}
+	if _, err := os.Stat(filepath.Join(out, "op", logName)); err != nil {
+		t.Fatal(err)
+	}
+}

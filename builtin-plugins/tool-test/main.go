@@ -1,0 +1,19 @@
+package main
+
+import (
+	"os"
+
+	"github.com/fluffy-waffle/fluffy/pluginsdk"
+)
+
+// version is stamped by the build; it must match plugin.yaml.
+const version = "0.1.0"
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == confineArg {
+		runConfined(os.Args[2:])
+		return
+	}
+	logger := pluginsdk.NewLogger("tool-test")
+	pluginsdk.ServeTool(newToolSet(logger))
+}

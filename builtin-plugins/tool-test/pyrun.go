@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
+)
+
+// runPytest runs pytest (itself confined: it imports the project's code)
+// with a junit XML report in the scratch directory.
+func (j *job) runPytest(ctx context.Context, timeout time.Duration) testrun.Run {
+	confined := filepath.Join(j.scratch, "run")
+	if err := os.MkdirAll(confined, 0o755); err != nil {
+		return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
+	}
+	report := filepath.Join(confined, "junit.xml")
+	argv := append(confineCommand(j.self, confined), "python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+		"--junitxml="+report, "-o", "junit_family=xunit2")
+	if j.target != "." {
+		argv = append(argv, j.target)
+	}
+	env := append(j.baseEnv(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+	stdout := &capBuffer{max: maxLogBytes}
+	res := j.execute(ctx, command{argv: argv, dir: j.ws, env: env, timeout: timeout}, stdout)
+	j.log.Write(res.stdout)
+	run := testrun.Run{Command: argv[3:]}
+	if res.timedOut {
+		return j.timedOut(run, timeout)
+	}
+	if b, err := os.ReadFile(filepath.Join(confined, confineFailed)); err == nil {
+		run.Status, run.Summary = testrun.RunnerError, "pytest could not be confined: "+clip(string(b), 512)
+		return run
+	}
+	data, err := os.ReadFile(report)
+	if err != nil {
+		// pytest exits 4 on usage errors and 3 on internal errors, without
+		// a report; a missing python3 or pytest gives none either.
+		run.Status = testrun.RunnerError
+		run.Summary = fmt.Sprintf("pytest wrote no report (exit code %d): %s", res.exitCode, clip(strings.TrimSpace(lastLines(res.stdout, 10)), 1024))
+		return run
+	}
+	parseJUnit(&run, data, j.ws, true)
+	run.Output = string(res.stdout)
+	return run
+}
+
+// runNode runs `node --test` (confined) with the junit reporter.
+func (j *job) runNode(ctx context.Context, timeout time.Duration) testrun.Run {
+	confined := filepath.Join(j.scratch, "run")
+	if err := os.MkdirAll(confined, 0o755); err != nil {
+		return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
+	}
+	report := filepath.Join(confined, "junit.xml")
+	argv := append(confineCommand(j.self, confined), "node", "--test", "--test-reporter=junit", "--test-reporter-destination="+report,
+		"--test-reporter=spec", "--test-reporter-destination=stdout")
+	if j.target != "." {
+		argv = append(argv, j.target)
+	}
+	stdout := &capBuffer{max: maxLogBytes}
+	res := j.execute(ctx, command{argv: argv, dir: j.ws, env: j.baseEnv(), timeout: timeout}, stdout)
+	j.log.Write(res.stdout)
+	run := testrun.Run{Command: argv[3:]}
+	if res.timedOut {
+		return j.timedOut(run, timeout)
+	}
+	if b, err := os.ReadFile(filepath.Join(confined, confineFailed)); err == nil {
+		run.Status, run.Summary = testrun.RunnerError, "node could not be confined: "+clip(string(b), 512)
+		return run
+	}
+	data, err := os.ReadFile(report)
+	if err != nil {
+		run.Status = testrun.RunnerError
+		run.Summary = fmt.Sprintf("node --test wrote no report (exit code %d): %s", res.exitCode, clip(strings.TrimSpace(lastLines(res.stdout, 10)), 1024))
+		return run
+	}
+	parseJUnit(&run, data, j.ws, false)
+	run.Output = string(res.stdout)
+	return run
+}
+
+func (j *job) timedOut(run testrun.Run, timeout time.Duration) testrun.Run {
+	run.Status = testrun.Timeout
+	run.Summary = fmt.Sprintf("stopped after %s (timeout_seconds)", timeout.Round(time.Second))
+	return run
+}
+
+// junit is the subset of the JUnit XML both pytest (xunit2) and node's
+// junit reporter write: testcases, possibly nested in testsuites.
+type junitSuite struct {
+	Suites []junitSuite `xml:"testsuite"`
+	Cases  []junitCase  `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	ClassName string        `xml:"classname,attr"`
+	File      string        `xml:"file,attr"`
+	Time      float64       `xml:"time,attr"`
+	Failure   *junitProblem `xml:"failure"`
+	Error     *junitProblem `xml:"error"`
+	Skipped   *junitProblem `xml:"skipped"`
+}
+
+type junitProblem struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// parseJUnit fills run from a junit report. For pytest, an <error> on a
+// case is a collection or fixture error: an ImportError/NameError of a
+// name in a test module is what a test of not-yet-written code gives
+// (red); any other collection error is a build error.
+func parseJUnit(run *testrun.Run, data []byte, ws string, pytest bool) {
+	var root junitSuite
+	if err := xml.Unmarshal(data, &root); err != nil {
+		run.Status, run.Summary = testrun.RunnerError, "the runner's junit report does not parse: "+err.Error()
+		return
+	}
+	var walk func(s junitSuite)
+	walk = func(s junitSuite) {
+		for _, c := range s.Cases {
+			t := testrun.Test{Name: c.Name, Package: c.ClassName, DurationMS: int64(c.Time * 1000), File: c.File, Status: testrun.Pass}
+			switch {
+			case c.Error != nil && pytest && (c.Name == "" || c.ClassName == "" || strings.Contains(c.Error.Message, "collection failure")):
+				msg := c.Error.Message + "\n" + c.Error.Text
+				be := testrun.BuildError{File: c.File, Package: c.ClassName, Message: clip(strings.TrimSpace(msg), 1024)}
+				if be.File == "" {
+					be.File = strings.ReplaceAll(c.ClassName, ".", "/") + ".py"
+				}
+				be.InTestFile = true
+				be.Undefined = strings.Contains(msg, "ImportError") || strings.Contains(msg, "NameError") || strings.Contains(msg, "AttributeError")
+				run.BuildErrors = append(run.BuildErrors, be)
+				continue
+			case c.Failure != nil:
+				t.Status, t.Message = testrun.Fail, tailClip(c.Failure.Message+"\n"+c.Failure.Text, maxMessageBytes)
+			case c.Error != nil:
+				t.Status, t.Message = testrun.Fail, tailClip(c.Error.Message+"\n"+c.Error.Text, maxMessageBytes)
+			case c.Skipped != nil:
+				t.Status, t.Message = testrun.Skip, clip(c.Skipped.Message, 512)
+			}
+			run.Tests = append(run.Tests, t)
+		}
+		for _, sub := range s.Suites {
+			walk(sub)
+		}
+	}
+	walk(root)
+	run.Status = classifyGo(*run) // same rules: build errors, failures, passes
+}
