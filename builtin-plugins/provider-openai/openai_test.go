@@ -345,3 +345,39 @@ func TestOpenAIInDockerSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpenAIProxyRefusesOtherHosts: the plugin, in its container, is
+// allowed host A only; configured for host B it gets a structured denial
+// naming B and the config key, and B never sees a request.
+func TestOpenAIProxyRefusesOtherHosts(t *testing.T) {
+	allowed, other := pt.New(), pt.New()
+	defer allowed.Close()
+	defer other.Close()
+	ws, err := os.MkdirTemp("", "fws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	os.Chmod(ws, 0o755)
+	e := kerneltest.Start(t, ws, kerneltest.Options{Spec: func(s *supervisor.Spec) {
+		s.ConfigJSON = cfgJSON(t, other.URL()+"/v1")
+		s.Network = []string{allowed.Addr()}
+	}}, "builtin-plugins/provider-openai")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var o outcome
+	err = e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
+		o = run(ctx, c, chatReq)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ue := wantErr(t, o, provider.CodeNetworkDenied, false, 0)
+	if !strings.Contains(ue.What, other.Addr()) || !strings.Contains(ue.Fix, "providers.openai.base_url") {
+		t.Fatalf("denial %+v", ue)
+	}
+	if n := len(other.Requests()); n != 0 {
+		t.Fatalf("the refused host got %d requests", n)
+	}
+}

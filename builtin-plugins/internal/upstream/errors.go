@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -175,8 +176,12 @@ func (u Upstream) TransportError(ctx context.Context, err error, baseURL string,
 	}
 	msg := Clean(err.Error(), 500)
 	if strings.Contains(msg, "via proxy") && strings.Contains(msg, "403") {
-		return provider.NewError(provider.CodeNetworkDenied, "the kernel's proxy refused the connection to "+u.Name, msg,
-			"allow the host of "+u.ConfigKey+".base_url in the policy's network_whitelist", provider.RetryInfo{})
+		host := baseURL
+		if pu, perr := url.Parse(baseURL); perr == nil && pu.Host != "" {
+			host = pu.Host
+		}
+		return provider.NewError(provider.CodeNetworkDenied, "the kernel's proxy refused the connection to "+Clean(host, 200), msg,
+			"if "+u.ConfigKey+".base_url is right, allow its host in the policy's network_whitelist; otherwise change "+u.ConfigKey+".base_url", provider.RetryInfo{})
 	}
 	if errors.Is(err, ErrTooLarge) {
 		return provider.NewError(provider.CodeStreamMalformed, u.Name+"'s answer is too large", msg, "retry with a lower max_tokens", provider.RetryInfo{})
