@@ -101,7 +101,7 @@ func (a *anthropic) Chat(ctx context.Context, req provider.ChatRequest, send fun
 	if err != nil {
 		return fmt.Errorf("encode the request: %w", err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.BaseURL+"/v1/messages", bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, messagesURL(cfg.BaseURL), bytes.NewReader(body))
 	if err != nil {
 		return up.TransportError(ctx, err, cfg.BaseURL, false)
 	}
@@ -127,6 +127,16 @@ func (a *anthropic) Chat(ctx context.Context, req provider.ChatRequest, send fun
 		return err
 	}
 	return nil
+}
+
+// messagesURL is the endpoint under base, which is the API root
+// (https://api.anthropic.com) or, as some users and tools write it,
+// already ends in /v1.
+func messagesURL(base string) string {
+	if strings.HasSuffix(base, "/v1") {
+		return base + "/messages"
+	}
+	return base + "/v1/messages"
 }
 
 // ---- the stream ----
