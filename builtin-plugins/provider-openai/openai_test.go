@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
@@ -15,6 +18,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
+	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
 	pt "github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -379,5 +383,109 @@ func TestOpenAIProxyRefusesOtherHosts(t *testing.T) {
 	}
 	if n := len(other.Requests()); n != 0 {
 		t.Fatalf("the refused host got %d requests", n)
+	}
+}
+
+// TestOpenAIKeyNeverLogged: the plugin's log, at trace level, never holds
+// the API key, whatever the turn does.
+func TestOpenAIKeyNeverLogged(t *testing.T) {
+	srv := pt.New()
+	defer srv.Close()
+	var logs strings.Builder
+	var mu sync.Mutex
+	impl := newOpenAI(hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: lockedWriter{&mu, &logs}}), upstream.NewHTTPClient(func(string) string { return "" }))
+	if err := impl.Configure(context.Background(), base.Config{ConfigJSON: cfgJSON(t, srv.URL()+"/v1")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range openAICases {
+		srv.Play(tc.script)
+		_ = impl.Chat(context.Background(), chatReq, func(provider.Event) error { return nil })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if logs.Len() == 0 || strings.Contains(logs.String(), testKey) {
+		t.Fatalf("log (%d bytes) holds the key or nothing at all:\n%s", logs.Len(), logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestRecordThenReplay records turns from the fake upstream through this
+// plugin with cassette.Writer, then plays the cassette with the real
+// provider-replay binary in its container: the same events, byte for byte.
+func TestRecordThenReplay(t *testing.T) {
+	srv := pt.New()
+	defer srv.Close()
+	c := inProcess(t, srv)
+	var buf bytes.Buffer
+	w := cassette.NewWriter(&buf)
+	req := chatReq
+	var recorded [][]byte
+	for i, sc := range []pt.Script{openAICases[3].script, openAICases[0].script} { // two parallel calls, then text
+		srv.Play(sc)
+		rec := w.Record(req)
+		var evs []provider.Event
+		if err := c.Chat(context.Background(), req, rec.Observe(func(e provider.Event) { evs = append(evs, e) })); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := rec.Finish(); !ok || err != nil {
+			t.Fatalf("turn %d not recorded: %v", i+1, err)
+		}
+		j, _ := json.Marshal(evs)
+		recorded = append(recorded, j)
+		turn := provider.NewTurn()
+		for _, e := range evs {
+			_ = turn.Add(e)
+		}
+		req.Messages = append(append([]provider.Message(nil), req.Messages...), turn.Result().AssistantMessage())
+		for _, tc := range turn.Result().ToolCalls {
+			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleTool, ToolCallID: tc.CallID, Content: "contents of " + string(tc.Arguments)})
+		}
+	}
+	if strings.Contains(buf.String(), testKey) {
+		t.Fatal("the cassette holds the API key")
+	}
+	ws, err := os.MkdirTemp("", "fws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	os.Chmod(ws, 0o755)
+	cfg, _ := json.Marshal(map[string]string{"cassette": buf.String()})
+	e := kerneltest.Start(t, ws, kerneltest.Options{Spec: func(s *supervisor.Spec) { s.ConfigJSON = cfg }}, "builtin-plugins/provider-replay")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err = e.Provider(ctx, "provider-replay", func(ctx context.Context, rc provider.Client) error {
+		r := chatReq
+		for i := range recorded {
+			var evs []provider.Event
+			if err := rc.Chat(ctx, r, func(e provider.Event) { evs = append(evs, e) }); err != nil {
+				return err
+			}
+			if j, _ := json.Marshal(evs); !bytes.Equal(j, recorded[i]) {
+				t.Fatalf("turn %d replayed\n %s\nrecorded\n %s", i+1, j, recorded[i])
+			}
+			turn := provider.NewTurn()
+			for _, e := range evs {
+				_ = turn.Add(e)
+			}
+			r.Messages = append(append([]provider.Message(nil), r.Messages...), turn.Result().AssistantMessage())
+			for _, tc := range turn.Result().ToolCalls {
+				r.Messages = append(r.Messages, provider.Message{Role: provider.RoleTool, ToolCallID: tc.CallID, Content: "contents of " + string(tc.Arguments)})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
