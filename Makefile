@@ -7,7 +7,7 @@ GO        ?= go
 BIN       := $(CURDIR)/bin
 VERSION   ?= 0.1.0-dev
 LDFLAGS   := -X main.Version=$(VERSION)
-PLUGINS   := $(notdir $(wildcard builtin-plugins/*))
+PLUGINS   := $(filter-out internal,$(notdir $(wildcard builtin-plugins/*)))
 # Kernel packages run under the race detector as well.
 RACE_PKGS := ./host/... ./policy/... ./manifests/... ./plugins/... ./pluginsdk/... ./sandbox/...
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -28,11 +30,6 @@ type goEvent struct {
 	ImportPath  string
 	FailedBuild string
 }
-
-// confineFailed is written into the confined scratch directory by the
-// confine launcher when it cannot confine a test binary: the run is then
-// a runner_error, never a red.
-const confineFailed = "confine-failed"
 
 // goModuleDir finds the directory of the go.mod governing target (target
 // itself or its nearest parent inside the project).
@@ -78,7 +75,7 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 	env := append(j.baseEnv(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local",
 		"GOTELEMETRY=off", "GOENV=off", "CGO_ENABLED=0", "GOCACHE="+gocache, "GOTMPDIR="+gowork)
 	argv := []string{"go", "test", "-json", "-count=1", "-timeout=0",
-		"-exec", strings.Join(confineCommand(j.self, confined), " ")}
+		"-exec", strings.Join(landlock.Command(j.self, confined), " ")}
 	cover := filepath.Join(j.scratch, "cover.out")
 	if j.args.Coverage {
 		argv = append(argv, "-cover", "-coverprofile="+cover)
@@ -89,7 +86,7 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 	run, full, unfinished := parseGo(res.stdout, j.ws, cwd)
 	run.Command = argv
 	j.log.Write([]byte(full))
-	if b, err := os.ReadFile(filepath.Join(confined, confineFailed)); err == nil {
+	if b, err := os.ReadFile(filepath.Join(confined, landlock.FailedMarker)); err == nil {
 		run.Status = testrun.RunnerError
 		run.Summary = "the test binaries could not be confined: " + clip(string(b), 512)
 		return run

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
+
 	"context"
 	"encoding/json"
 	"os"
@@ -19,8 +21,8 @@ import (
 // TestMain lets the test binary serve as the confine launcher, as the
 // plugin binary does in production (os.Executable is the test binary).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == confineArg {
-		runConfined(os.Args[2:])
+	if len(os.Args) > 1 && os.Args[1] == landlock.Arg {
+		landlock.Main(os.Args[2:])
 		return
 	}
 	os.Exit(m.Run())

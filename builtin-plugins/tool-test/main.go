@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
+
 	"os"
 
 	"github.com/fluffy-waffle/fluffy/pluginsdk"
@@ -10,8 +12,8 @@ import (
 const version = "0.1.0"
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == confineArg {
-		runConfined(os.Args[2:])
+	if len(os.Args) > 1 && os.Args[1] == landlock.Arg {
+		landlock.Main(os.Args[2:])
 		return
 	}
 	logger := pluginsdk.NewLogger("tool-test")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
+
 	"context"
 	"encoding/xml"
 	"fmt"
@@ -20,7 +22,7 @@ func (j *job) runPytest(ctx context.Context, timeout time.Duration) testrun.Run 
 		return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
 	}
 	report := filepath.Join(confined, "junit.xml")
-	argv := append(confineCommand(j.self, confined), "python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+	argv := append(landlock.Command(j.self, confined), "python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
 		"--junitxml="+report, "-o", "junit_family=xunit2")
 	if j.target != "." {
 		argv = append(argv, j.target)
@@ -33,7 +35,7 @@ func (j *job) runPytest(ctx context.Context, timeout time.Duration) testrun.Run 
 	if res.timedOut {
 		return j.timedOut(run, timeout)
 	}
-	if b, err := os.ReadFile(filepath.Join(confined, confineFailed)); err == nil {
+	if b, err := os.ReadFile(filepath.Join(confined, landlock.FailedMarker)); err == nil {
 		run.Status, run.Summary = testrun.RunnerError, "pytest could not be confined: "+clip(string(b), 512)
 		return run
 	}
@@ -57,7 +59,7 @@ func (j *job) runNode(ctx context.Context, timeout time.Duration) testrun.Run {
 		return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
 	}
 	report := filepath.Join(confined, "junit.xml")
-	argv := append(confineCommand(j.self, confined), "node", "--test", "--test-reporter=junit", "--test-reporter-destination="+report,
+	argv := append(landlock.Command(j.self, confined), "node", "--test", "--test-reporter=junit", "--test-reporter-destination="+report,
 		"--test-reporter=spec", "--test-reporter-destination=stdout")
 	if j.target != "." {
 		argv = append(argv, j.target)
@@ -69,7 +71,7 @@ func (j *job) runNode(ctx context.Context, timeout time.Duration) testrun.Run {
 	if res.timedOut {
 		return j.timedOut(run, timeout)
 	}
-	if b, err := os.ReadFile(filepath.Join(confined, confineFailed)); err == nil {
+	if b, err := os.ReadFile(filepath.Join(confined, landlock.FailedMarker)); err == nil {
 		run.Status, run.Summary = testrun.RunnerError, "node could not be confined: "+clip(string(b), 512)
 		return run
 	}

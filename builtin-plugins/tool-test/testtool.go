@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -184,7 +186,7 @@ func splitPattern(p string) (dir, suffix string, err error) {
 // keep the code the run executes from writing it.
 func buildCache() string {
 	c := os.Getenv("FLUFFY_BUILD_CACHE")
-	if c == "" || !filepath.IsAbs(c) || landlockABI() == 0 {
+	if c == "" || !filepath.IsAbs(c) || landlock.ABI() == 0 {
 		return ""
 	}
 	return c

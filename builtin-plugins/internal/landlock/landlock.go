@@ -1,4 +1,12 @@
-package main
+// Package landlock is the confining launcher of the builtin plugins that
+// run project code (tool-test, tool-shell): a plugin binary re-executes
+// itself with Arg, and Main restricts writes with Landlock to one scratch
+// directory (plus /dev files and the coverage outputs the go command names)
+// before exec'ing the program, which inherits the restriction.
+//
+// It owns only that restriction and the scratch environment; it must not
+// decide what runs or read what the program prints.
+package landlock
 
 import (
 	"errors"
@@ -14,9 +22,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// confineArg is the first argument that makes this binary a confining
-// launcher instead of a plugin: `tool-test confine <scratch> <prog> args...`.
-const confineArg = "__fluffy_confine"
+// Arg is the first argument that makes a plugin binary a confining
+// launcher instead of a plugin: `<plugin> __fluffy_confine <scratch> <prog> args...`.
+const Arg = "__fluffy_confine"
+
+// FailedMarker is the file Main writes into the scratch directory when it
+// cannot confine or start the program: a runner must then report its own
+// failure, never the program's.
+const FailedMarker = "confine-failed"
 
 // Landlock write rights by ABI version. Reading and executing are not
 // handled, so they stay allowed everywhere the sandbox allows them.
@@ -29,9 +42,9 @@ const (
 	llFileRights = unix.LANDLOCK_ACCESS_FS_WRITE_FILE
 )
 
-// landlockABI returns the kernel's Landlock ABI version, 0 when Landlock
+// ABI returns the kernel's Landlock ABI version, 0 when Landlock
 // is unavailable (old kernel, disabled, or the syscall filtered).
-func landlockABI() int {
+func ABI() int {
 	v, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if e != 0 {
 		return 0
@@ -39,22 +52,22 @@ func landlockABI() int {
 	return int(v)
 }
 
-// confineCommand is the argv prefix that runs prog confined: self is this
-// binary, scratch the run's scratch directory.
-func confineCommand(self, scratch string) []string {
-	return []string{self, confineArg, scratch}
+// Command is the argv prefix that runs a program confined: self is the
+// plugin's own binary, scratch the run's scratch directory (absolute).
+func Command(self, scratch string) []string {
+	return []string{self, Arg, scratch}
 }
 
-// runConfined is the confine mode's main: args are <scratch> <prog>
+// Main is the confine mode's main: args are <scratch> <prog>
 // [args...]. It restricts writes to scratch (plus the coverage files the
 // go command asks a test binary to write) and exec's prog. It never
 // returns on success; on failure it prints why and exits 126, and the
 // runner reports the run as runner_error.
-func runConfined(args []string) {
+func Main(args []string) {
 	if err := confineAndExec(args); err != nil {
 		fmt.Fprintf(os.Stderr, "fluffy confine: %v\n", err)
 		if len(args) > 0 && filepath.IsAbs(args[0]) {
-			_ = os.WriteFile(filepath.Join(args[0], confineFailed), []byte(err.Error()), 0o644)
+			_ = os.WriteFile(filepath.Join(args[0], FailedMarker), []byte(err.Error()), 0o644)
 		}
 		os.Exit(126)
 	}
@@ -73,10 +86,10 @@ func confineAndExec(args []string) error {
 		return err
 	}
 	env := confinedEnv(os.Environ(), scratch)
-	abi := landlockABI()
+	abi := ABI()
 	if abi == 0 {
 		// The runner only hands out the build cache when Landlock works
-		// (see useBuildCache); without it the run is cold and nothing it
+		// (see tool-test's buildCache); without it the run is cold and nothing it
 		// can reach outlives the sandbox's own /tmp.
 		return syscall.Exec(prog, argv, env)
 	}
