@@ -469,3 +469,22 @@ func TestKilledMidMerge(t *testing.T) {
 		t.Fatalf("%d merge_approved records, want 3", n)
 	}
 }
+
+// TestSensitiveByPolicy: the default policy's review rules make a path
+// sensitive; a plain source path is not.
+func TestSensitiveByPolicy(t *testing.T) {
+	p, err := policy.Default()
+	must(t, err)
+	sens := SensitiveByPolicy(policy.NewEngine(p, policy.Options{}), policy.Request{Caller: policy.Caller{Kind: "plugin", Plugin: "tool-fs", PluginKind: "tool"}, Sandbox: "code-executor", SessionMode: "explore"})
+	for path, want := range map[string]string{
+		"src/a.go":                 "",
+		".github/workflows/ci.yml": "a human reviews them",
+		"go.mod":                   "a human reviews them",
+		".env":                     "never readable or writable",
+	} {
+		got := strings.Join(sens(context.Background(), path), "; ")
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", path, got, want)
+		}
+	}
+}

@@ -28,7 +28,7 @@ type ingestFixture struct {
 	s               *Session
 }
 
-func newIngestFixture(t *testing.T, lim Limits) *ingestFixture {
+func newIngestFixture(t testing.TB, lim Limits) *ingestFixture {
 	t.Helper()
 	base := t.TempDir()
 	f := &ingestFixture{proj: filepath.Join(base, "proj"), home: filepath.Join(base, "home"), out: filepath.Join(base, "out")}
@@ -46,7 +46,7 @@ func newIngestFixture(t *testing.T, lim Limits) *ingestFixture {
 	return f
 }
 
-func (f *ingestFixture) open(t *testing.T, lim Limits) *Session {
+func (f *ingestFixture) open(t testing.TB, lim Limits) *Session {
 	t.Helper()
 	s, err := Open(context.Background(), "s1", Options{Home: f.home, Project: f.proj, Judge: defaultEngine(t),
 		Reader: Identity{UID: os.Getuid(), GID: os.Getgid()}, Now: later, DB: f.db, Identify: sandboxed, Limits: lim})
@@ -345,5 +345,31 @@ func TestIngestReviewedPathIsMarked(t *testing.T) {
 	cs := f.s.Changes()
 	if len(cs) != 1 || len(cs[0].Review) == 0 {
 		t.Fatalf("README.md change should carry review reasons: %+v", cs)
+	}
+}
+
+// TestIngestLostBlobIsDropped: a change whose content a machine crash
+// lost or tore (blobs are not fsynced) is dropped when the session is
+// opened again, never shown with wrong content.
+func TestIngestLostBlobIsDropped(t *testing.T) {
+	f := newIngestFixture(t, Limits{})
+	must(t, f.ingest(f.full(t, "src/a.go", "package a // one\n"), f.full(t, "src/b.go", "package a // two\n")))
+	cs := f.s.Changes()
+	must(t, os.Chmod(cs[0].ContentPath, 0o644))
+	must(t, os.WriteFile(cs[0].ContentPath, []byte("package a // torn"), 0o644))
+	f.s.Close()
+	f.s = f.open(t, Limits{})
+	cs = f.s.Changes()
+	if len(cs) != 1 || cs[0].Path != "src/b.go" {
+		t.Fatalf("changes after reopening: %+v", cs)
+	}
+	if got, _ := f.viewFile(t, "src/a.go"); got != "package a\n\nfunc A() int { return 1 }\n" {
+		t.Fatalf("view shows %q for the dropped change", got)
+	}
+	// The drop is persisted too.
+	f.s.Close()
+	f.s = f.open(t, Limits{})
+	if n := len(f.s.Changes()); n != 1 {
+		t.Fatalf("%d changes after a second reopen", n)
 	}
 }

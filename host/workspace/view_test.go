@@ -13,14 +13,14 @@ import (
 	"github.com/fluffy-waffle/fluffy/policy"
 )
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-func write(t *testing.T, root, rel, content string, mode os.FileMode) {
+func write(t testing.TB, root, rel, content string, mode os.FileMode) {
 	t.Helper()
 	p := filepath.Join(root, filepath.FromSlash(rel))
 	must(t, os.MkdirAll(filepath.Dir(p), 0o755))
@@ -28,7 +28,7 @@ func write(t *testing.T, root, rel, content string, mode os.FileMode) {
 	must(t, os.Chmod(p, mode))
 }
 
-func defaultEngine(t *testing.T) *policy.Engine {
+func defaultEngine(t testing.TB) *policy.Engine {
 	t.Helper()
 	p, err := policy.Default()
 	must(t, err)
