@@ -93,7 +93,7 @@ func Catalogue() []Item {
 		// vcs
 		{ID: "VCS-STATUS-001", Level: MUST, Profile: ProfileVCS, Statement: "Status on a scratch repository reports the branch and every changed path", Source: "DESIGN.md Plugins (vcs kind)"},
 		{ID: "VCS-DIFF-001", Level: MUST, Profile: ProfileVCS, Statement: "Diff returns a unified diff of the working-tree change", Source: "DESIGN.md Plugins (vcs kind)"},
-		{ID: "VCS-COMMIT-001", Level: MUST, Profile: ProfileVCS, Statement: "Commit records the change: a commit id, a clean Status after, and Log shows the message", Source: "DESIGN.md Plugins (vcs kind)"},
+		{ID: "VCS-COMMIT-001", Level: MUST, Profile: ProfileVCS, Statement: "Commit leaves the commit of the given paths in <out>/commits/<id>/ without writing the repository, the kernel's check (host/commit) accepts and applies it, and Log shows it", Source: "DESIGN.md Plugins (vcs kind)"},
 		{ID: "VCS-ERROR-001", Level: MUST, Profile: ProfileVCS, Statement: "a commit with an empty message gets a structured error", Source: "seed 000 Error Display Standard"},
 
 		// policy

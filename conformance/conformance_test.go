@@ -128,7 +128,7 @@ func TestBrokenFixturesFailExactlyTheirItem(t *testing.T) {
 		{name: "provider-nocancel", want: "PROVIDER-CANCEL-001", hint: "NewRequestWithContext"},
 		{name: "provider-rawerror", want: "PROVIDER-ERROR-001", hint: "*uerr.Error"},
 		{name: "vcs-nostatus", want: "VCS-STATUS-001", hint: "new.txt"},
-		{name: "vcs-nocommit", want: "VCS-COMMIT-001", hint: "Status still lists"},
+		{name: "vcs-nocommit", want: "VCS-COMMIT-001", hint: "kernel refused"},
 		{name: "vcs-emptymsg", want: "VCS-ERROR-001", hint: "empty message"},
 		{name: "policy-slow", want: "POLICY-LATENCY-001", hint: "budget"},
 		{name: "policy-weird", want: "POLICY-DECISION-001", hint: "maybe"},

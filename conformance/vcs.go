@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/host/commit"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
 )
@@ -119,35 +120,46 @@ func checkVCSCommit(ctx context.Context, p *probe) outcome {
 	if o, stop := p.vcsBlocked(); stop {
 		return o
 	}
-	var id string
-	var after vcs.Status
-	var log []vcs.LogEntry
-	if err := p.vcsClient(ctx, func(ctx context.Context, c vcs.Client) error {
-		var err error
-		if id, err = c.Commit(ctx, vcs.CommitRequest{Message: "conformance: commit", AuthorName: "Conformance", AuthorEmail: "conformance@fluffy.invalid"}); err != nil {
-			return err
+	files := map[string]string{"README.md": "hello\nworld\n" + vcsChange + "\n", "new.txt": "new file\n"}
+	req := commit.Request{Message: "conformance: commit", AuthorName: "Conformance", AuthorEmail: "conformance@fluffy.invalid"}
+	for _, name := range []string{"README.md", "new.txt"} {
+		if err := os.WriteFile(filepath.Join(p.ws, name), []byte(files[name]), 0o644); err != nil {
+			return fail("setup: %v", err)
 		}
-		if after, err = c.Status(ctx); err != nil {
-			return err
-		}
-		log, err = c.Log(ctx, 1)
-		return err
-	}); err != nil {
-		return fail("Commit/Status/Log failed: %s", errText(err))
+		req.Files = append(req.Files, commit.File{Path: name, Content: []byte(files[name])})
 	}
-	head, err := p.git("rev-parse", "HEAD")
+	before, err := p.git("rev-parse", "HEAD")
 	if err != nil {
 		return fail("git rev-parse HEAD: %v", err)
 	}
-	switch {
-	case id == "" || !strings.HasPrefix(head, id):
-		return fail("Commit returned %q but the repository's HEAD is %s", id, head)
-	case len(after.Files) != 0:
-		return fail("after Commit, Status still lists %d changed paths; commit all changes when Paths is empty", len(after.Files))
-	case len(log) == 0 || !strings.Contains(log[0].Message, "conformance: commit"):
-		return fail("Log(1) after Commit does not show the commit message: %+v", log)
+	var id, out string
+	if err := p.sup.UseVCS(ctx, p.m.Name, func(ctx context.Context, c vcs.Client, outDir string) error {
+		var err error
+		id, err = c.Commit(ctx, vcs.CommitRequest{Message: req.Message, Paths: []string{"README.md", "new.txt"}, AuthorName: req.AuthorName, AuthorEmail: req.AuthorEmail})
+		out = outDir
+		return err
+	}); err != nil {
+		return fail("Commit failed: %s", errText(err))
 	}
-	return pass("commit %s recorded", clip(id, 12))
+	if after, _ := p.git("rev-parse", "HEAD"); after != before {
+		return fail("Commit wrote the repository itself (HEAD %s → %s); a VCS plugin never writes .git: it leaves the commit in <out>/%s/<id>/ for the kernel to check and apply", clip(before, 12), clip(after, 12), vcs.CommitDir)
+	}
+	res, err := commit.Apply(ctx, p.ws, filepath.Join(out, vcs.CommitDir, id), id, req)
+	if err != nil {
+		return fail("the kernel refused the commit output of Commit (returned %q): %s", clip(id, 40), errText(err))
+	}
+	var log []vcs.LogEntry
+	if err := p.vcsClient(ctx, func(ctx context.Context, c vcs.Client) error {
+		var err error
+		log, err = c.Log(ctx, 1)
+		return err
+	}); err != nil {
+		return fail("Log failed after the commit: %s", errText(err))
+	}
+	if len(log) == 0 || log[0].Commit != res.Commit || !strings.Contains(log[0].Message, "conformance: commit") {
+		return fail("Log(1) after the commit does not show commit %s with its message: %+v", clip(res.Commit, 12), log)
+	}
+	return pass("commit %s built in /out, accepted and applied by the kernel", clip(res.Commit, 12))
 }
 
 func checkVCSError(ctx context.Context, p *probe) outcome {

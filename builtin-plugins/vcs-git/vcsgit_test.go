@@ -17,9 +17,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/fluffy-waffle/fluffy/conformance"
 	"github.com/fluffy-waffle/fluffy/host/commit"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
+	"github.com/fluffy-waffle/fluffy/pluginsdk/plugintest"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -261,5 +263,19 @@ func TestErrors(t *testing.T) {
 	gitc(t, ws, "checkout", "-q", "--detach")
 	if _, err := c.Commit(ctx, vcs.CommitRequest{Message: "m", Paths: []string{"README"}, AuthorName: "a", AuthorEmail: "a@b"}); !uerr.HasCode(err, CodeDetached) {
 		t.Fatalf("detached: %v", err)
+	}
+}
+
+// TestConformance runs the vcs profile (what `fluffy plugin install` runs)
+// on the built binary: VCS-COMMIT-001 applies its output with host/commit.
+func TestConformance(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("the git CLI is not installed")
+	}
+	rep := plugintest.Conformance(t, ".", "plugin.yaml")
+	for _, r := range rep.Results {
+		if strings.HasPrefix(r.ID, "VCS-") && r.Status != conformance.Pass {
+			t.Errorf("%s: %s %s", r.ID, r.Status, r.Message)
+		}
 	}
 }

@@ -306,3 +306,23 @@ func TestFirstCommitOnUnbornBranch(t *testing.T) {
 		t.Fatalf("status %q", got)
 	}
 }
+
+// TestFilteredPathsAreNotCommitted: a path git would pass through a
+// filter (Git LFS) is refused before the plugin runs; others commit.
+func TestFilteredPathsAreNotCommitted(t *testing.T) {
+	project := newRepo(t)
+	write(t, project, ".gitattributes", "*.bin filter=lfs diff=lfs merge=lfs -text\n")
+	write(t, project, ".git/info/attributes", "secret/** filter=crypt\n")
+	gitc(t, project, "add", ".gitattributes")
+	gitc(t, project, "commit", "-q", "-m", "lfs")
+	for _, p := range []string{"assets/model.bin", "secret/x.txt"} {
+		req := Request{Message: "m", AuthorName: "a", AuthorEmail: "a@b", Files: []File{{Path: p, Content: []byte("big")}}}
+		if _, err := Commit(context.Background(), nil, "vcs-git", project, req); !uerr.HasCode(err, CodeUnsupported) {
+			t.Fatalf("%s: want %s, got %v", p, CodeUnsupported, err)
+		}
+	}
+	st, _ := open(project)
+	if _, err := st.expected(Request{Message: "m", AuthorName: "a", AuthorEmail: "a@b", Files: []File{{Path: "assets/model.txt", Content: []byte("x")}}}); err != nil {
+		t.Fatalf("unfiltered path: %v", err)
+	}
+}

@@ -173,6 +173,9 @@ func (st *repo) expected(req Request) (*expectation, error) {
 		e.paths = append(e.paths, c)
 	}
 	sort.Strings(e.paths)
+	if err := st.checkFilters(e.paths); err != nil {
+		return nil, err
+	}
 	var base *object.Tree
 	if !st.head.IsZero() {
 		c, err := st.r.CommitObject(st.head)
