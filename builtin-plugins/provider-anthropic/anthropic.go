@@ -126,6 +126,7 @@ func (a *anthropic) Chat(ctx context.Context, req provider.ChatRequest, send fun
 		}
 		return err
 	}
+	upstream.Drain(resp.Body)
 	return nil
 }
 

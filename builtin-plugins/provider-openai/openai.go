@@ -125,6 +125,7 @@ func (o *openai) Chat(ctx context.Context, req provider.ChatRequest, send func(p
 		}
 		return err
 	}
+	upstream.Drain(resp.Body)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -32,4 +33,14 @@ func NewHTTPClient(getenv func(string) string) *http.Client {
 		ResponseHeaderTimeout: 5 * time.Minute,
 	}
 	return &http.Client{Transport: tr}
+}
+
+// Drain reads what little follows a stream's end marker (at most 4 KiB,
+// for at most 200 ms) so the connection — a tunnel through the kernel's
+// proxy — is reused by the next turn instead of dialled again. The caller
+// still closes body.
+func Drain(body io.ReadCloser) {
+	t := time.AfterFunc(200*time.Millisecond, func() { body.Close() })
+	defer t.Stop()
+	_, _ = io.CopyN(io.Discard, body, 4<<10)
 }
