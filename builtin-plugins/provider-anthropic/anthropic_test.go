@@ -134,6 +134,14 @@ var anthropicCases = []struct {
 				t.Fatalf("call %+v done %+v", c, o.res.Done)
 			}
 		}},
+	{"redacted thinking", pt.AnthropicStream(0, pt.AnthropicStart(5, 0, 0),
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va3pzix\"}}\n\n",
+		pt.AnthropicBlockStop(0), pt.AnthropicTextStart(1), pt.AnthropicText(1, "ok"), pt.AnthropicBlockStop(1), pt.AnthropicDelta("end_turn", 3), pt.AnthropicStop),
+		func(t *testing.T, o outcome) {
+			if o.err != nil || o.res.Text != "ok" || len(o.res.Reasoning) != 1 || string(o.res.Reasoning[0].Redacted) != "EmwKAhgBEgy3va3pzix" {
+				t.Fatalf("%+v %v", o.res, o.err)
+			}
+		}},
 	{"two parallel tool calls", pt.AnthropicStream(0, pt.AnthropicStart(500, 0, 0),
 		pt.AnthropicToolStart(0, "toolu_a", "fs_read"), pt.AnthropicToolArgs(0, `{"path":"a.go"}`), pt.AnthropicBlockStop(0),
 		pt.AnthropicToolStart(1, "toolu_b", "fs_read"), pt.AnthropicToolArgs(1, `{"path":`), pt.AnthropicToolArgs(1, `"b.go"}`), pt.AnthropicBlockStop(1),

@@ -174,6 +174,17 @@ var openAICases = []struct {
 				t.Fatalf("call 2 (no id, object arguments) %+v", c2)
 			}
 		}},
+	{"reasoning kept apart (reasoning_content, reasoning, content parts)", pt.Stream(0, pt.OpenAIRole,
+		pt.OpenAIChunk(`{"reasoning_content":"think "}`, "null"), pt.OpenAIChunk(`{"reasoning":"more "}`, "null"),
+		pt.OpenAIChunk(`{"content":[{"type":"thinking","thinking":"deep"},{"type":"text","text":"Answer"}]}`, "null"),
+		pt.OpenAIText("."), pt.OpenAIFinish("stop"), pt.OpenAIDone),
+		func(t *testing.T, o outcome) {
+			if o.err != nil || o.res.Text != "Answer." || len(o.res.Reasoning) != 1 || o.res.Reasoning[0].Text != "think more deep" {
+				t.Fatalf("%+v %v", o.res, o.err)
+			}
+		}},
+	{"top-level error field on an ordinary chunk", pt.Stream(0, pt.OpenAIRole, "data: {\"id\":\"x\",\"choices\":[],\"error\":{\"message\":\"upstream model crashed\",\"type\":\"server_error\"}}\n\n", pt.OpenAIDone),
+		func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeUpstream, true, 0) }},
 	{"max_tokens cuts a call off", pt.Stream(0, pt.OpenAICallStart(0, "call_x", "fs_read"), pt.OpenAICallArgs(0, `{"path": "a`), pt.OpenAIFinish("length"), pt.OpenAIDone),
 		func(t *testing.T, o outcome) {
 			if o.err != nil || len(o.res.ToolCalls) != 1 || o.res.ToolCalls[0].Invalid == nil || o.res.Done.StopReason != provider.StopMaxTokens {
