@@ -84,10 +84,10 @@ func kernelRun(e *env, args []string) error {
 		defer tasks.Close()
 	}
 	serveTasks(d, k, tasks, cfgErr, func() daemon.SessionStatus {
-		st := daemon.SessionStatus{Session: k.Session.ID(), L1: inL1, Sandbox: cfg.String("sandbox"), Provider: to.Provider, Model: to.Model}
+		st := daemon.SessionStatus{Session: k.Session.ID(), L1: inL1, Sandbox: cfg.String("sandbox"), Provider: to.Provider, Model: to.Model, Pending: len(k.Session.Changes())}
 		if tasks != nil {
 			ws := tasks.Machine().Status()
-			st.Mode, st.State, st.Why = string(ws.Mode), string(ws.State), ws.Writable
+			st.Mode, st.State, st.Writable = string(ws.Mode), string(ws.State), []string{ws.Writable}
 			st.Running = tasks.Running()
 			st.Budget = tasks.Agent().Budget()
 			if ws.Budget.Locked {

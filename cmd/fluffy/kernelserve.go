@@ -15,6 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/state"
+	"github.com/fluffy-waffle/fluffy/host/workspace"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -216,6 +217,29 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 			return nil, uerr.New("SESSION_UNKNOWN", "no session "+clipRunes(p.Session, 64), "this project's kernel serves one session, "+st.Session, "resume "+st.Session)
 		}
 		return st, nil
+	})
+	d.Handle(daemon.MethodSessionUndo, func(ctx context.Context, req *ipc.Request) (any, error) {
+		if t != nil && t.Running() {
+			return nil, uerr.New(kernel.CodeTaskRunning, "a task is running", "/undo changes the session's proposed changes, which the running task works on", "wait for the task or cancel it first")
+		}
+		var last *workspace.Change
+		for _, c := range k.Session.Changes() {
+			if last == nil || c.Time.After(last.Time) {
+				c := c
+				last = &c
+			}
+		}
+		if last == nil {
+			return nil, uerr.New("UNDO_NOTHING", "there is no proposed change to drop", "the session's changeset is empty", "nothing to do")
+		}
+		if err := k.Session.Discard(last.Path); err != nil {
+			return nil, err
+		}
+		return map[string]string{"path": last.Path}, nil
+	})
+	d.Handle(daemon.MethodSessionArch, func(ctx context.Context, req *ipc.Request) (any, error) {
+		return nil, uerr.New("SESSION_ARCHIVE_UNSUPPORTED", "sessions cannot be archived in this version",
+			"a project's kernel serves one session, which keeps its history", "nothing to do; `fluffy session show` prints its history")
 	})
 	d.Handle(daemon.MethodSessionBudget, func(ctx context.Context, req *ipc.Request) (any, error) {
 		return info(), nil

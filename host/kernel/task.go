@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/host/merge"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/policy"
@@ -66,6 +67,8 @@ type Tasks struct {
 	ag  *agent.Agent
 	log hclog.Logger
 	hv  *viewHasher
+	// merger plans and applies the changeset's merge.
+	merger *merge.Merger
 
 	mu          sync.Mutex
 	running     bool
@@ -111,6 +114,18 @@ func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
 		return nil, err
 	}
 	t.mg, t.m = mg, m
+	if t.merger, err = merge.New(merge.Options{DB: k.ProjectDB, Audit: k.Audit, Sensitive: t.sensitive, AutoMaxLines: o.AutoMaxLines, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	// A merge a killed kernel left half done is finished first (seed
+	// 000's recovery): the merge log says which files still need writing.
+	if ops, err := t.merger.Resume(ctx); err != nil {
+		t.log.Error("an interrupted merge could not be finished", "error", err)
+	} else {
+		for _, op := range ops {
+			t.log.Warn("finished an interrupted merge", "operation", op.ID, "landed", op.Landed(), "conflicts", op.Conflicts(), "failed", op.Failed())
+		}
+	}
 	st := m.State
 	k.gateState.Store(&st)
 	for _, kt := range mg.KernelTools() {

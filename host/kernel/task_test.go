@@ -1,0 +1,245 @@
+package kernel_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// taskPlugins are the builtin plugins a whole task uses.
+var taskPlugins = []string{"builtin-plugins/tool-fs", "builtin-plugins/tool-test", "builtin-plugins/provider-replay", "builtin-plugins/vcs-git"}
+
+// copyTree copies the example project into dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// taskKernel opens a docker kernel on a fresh copy of examples/parseconfig
+// (a git repository with one commit) whose provider replays cassette.
+func taskKernel(t *testing.T, cassette string) (*kernel.Kernel, *kernel.Tasks, string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("the end-to-end task tests need git on PATH")
+	}
+	ws := t.TempDir()
+	copyTree(t, "../../examples/parseconfig", ws)
+	git(t, ws, "init", "-q", "-b", "main")
+	git(t, ws, "add", "-A")
+	git(t, ws, "commit", "-q", "-m", "parseconfig")
+	home, err := os.MkdirTemp("", "fh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	var dirs []string
+	for _, p := range taskPlugins {
+		dirs = append(dirs, kerneltest.Stage(t, p))
+	}
+	adapter := kerneltest.Build(t, "builtin-plugins/runtime-docker")
+	data, err := os.ReadFile(cassette)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(map[string]string{"cassette": string(data)})
+	env := map[string]string{"FLUFFY_RUNTIME_ADAPTER": adapter, "DOCKER_HOST": os.Getenv("DOCKER_HOST")}
+	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})
+	ctx := context.Background()
+	k, err := kernel.Open(ctx, kernel.Options{Home: home, Workspace: ws, SessionID: "task", Logger: log,
+		Getenv: func(k string) string { return env[k] }, BuiltinDirs: []string{filepath.Dir(dirs[0])},
+		PluginConfig: map[string][]byte{"provider-replay": cfg}, StartTimeout: 2 * time.Minute})
+	if err != nil {
+		if uerr.HasCode(err, "RUNTIME_UNREACHABLE") && os.Getenv("FLUFFY_REQUIRE_DOCKER") == "" {
+			t.Skipf("Docker is not available: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	tasks, err := k.OpenTasks(ctx, kernel.TaskOptions{Provider: "provider-replay", Model: "replay", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tasks.Close)
+	return k, tasks, ws
+}
+
+// events collects a task's events.
+type events struct {
+	mu  sync.Mutex
+	all []agent.Event
+}
+
+func (e *events) add(ev agent.Event) {
+	e.mu.Lock()
+	e.all = append(e.all, ev)
+	e.mu.Unlock()
+}
+
+func (e *events) states() []string {
+	var out []string
+	for _, ev := range e.all {
+		if ev.Type == agent.EventStateChanged && ev.State != nil {
+			out = append(out, ev.State.To)
+		}
+	}
+	return out
+}
+
+func (e *events) tools() []string {
+	var out []string
+	for _, ev := range e.all {
+		if ev.Type == agent.EventToolResult && ev.Tool != nil {
+			s := ev.Tool.Name
+			if ev.Tool.TestStatus != "" {
+				s += "=" + ev.Tool.TestStatus
+			}
+			if !ev.Tool.OK {
+				code := "error"
+				if ev.Tool.Error != nil {
+					code = ev.Tool.Error.Code
+				}
+				s += "!" + code
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestStrictTaskEndToEnd is a whole strict-mode task on a real Go project
+// in real containers: plan → failing test written and run (red) → source
+// written → green → review (auto-merge criteria) → merged → committed.
+func TestStrictTaskEndToEnd(t *testing.T) {
+	k, tasks, ws := taskKernel(t, "../../examples/cassettes/parseconfig.jsonl")
+	var ev events
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig"}, ev.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tools: %v", ev.tools())
+	t.Logf("states: %v", ev.states())
+	if done.Status != agent.StatusDone {
+		t.Fatalf("task ended %s: %s\ntools: %v\nstates: %v", done.Status, done.Reason, ev.tools(), ev.states())
+	}
+	wantStates := []string{"test_writing", "code_writing", "reviewing", "idle"}
+	got := strings.Join(ev.states(), " ")
+	pos := 0
+	for _, s := range wantStates {
+		i := strings.Index(got[pos:], s)
+		if i < 0 {
+			t.Fatalf("states %q do not pass through %v in order", got, wantStates)
+		}
+		pos += i + len(s)
+	}
+	if tl := strings.Join(ev.tools(), " "); !strings.Contains(tl, "test.run=red") || !strings.Contains(tl, "test.run=green") {
+		t.Fatalf("tool results %s: want a red then a green test run", tl)
+	}
+	src, _ := os.ReadFile(filepath.Join(ws, "src", "config.go"))
+	if !strings.Contains(string(src), "unknown key") {
+		t.Fatalf("the project's src/config.go was not merged:\n%s", src)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "src", "config_errors_test.go")); err != nil {
+		t.Fatalf("the new test was not merged: %v", err)
+	}
+	log := git(t, ws, "log", "--format=%H %s")
+	if n := len(strings.Split(strings.TrimSpace(log), "\n")); n != 2 || done.Commit == "" || !strings.HasPrefix(log, done.Commit) {
+		t.Fatalf("want one new commit %q on top of the first, git log:\n%s", done.Commit, log)
+	}
+	if st := git(t, ws, "status", "--porcelain", "--", "src"); strings.TrimSpace(st) != "" {
+		t.Fatalf("merged paths are not clean after the commit:\n%s", st)
+	}
+	// The merged project passes its own tests on the host too.
+	cmd := exec.Command("go", "test", "./...")
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("merged project's tests fail on the host: %v\n%s", err, out)
+	}
+	// Every step is in the verified audit log.
+	rep, err := k.Audit.Verify(context.Background(), true)
+	if err != nil || len(rep.Breaks) > 0 {
+		t.Fatalf("audit verify: %v %+v", err, rep.Breaks)
+	}
+	recs, err := k.Audit.Query(context.Background(), audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[string(r.EventType)]++
+	}
+	for _, ty := range []string{"tool_execute", "tool_result", "state_transition", "merge_approved"} {
+		if seen[ty] == 0 {
+			t.Errorf("no %s record in the audit log (have %v)", ty, seen)
+		}
+	}
+}
+
+// TestSourceFirstIsRefusedThenRecovers: the model tries to change source
+// before a failing test exists; it gets ToolUnavailableError, writes the
+// test, and finishes test-first.
+func TestSourceFirstIsRefusedThenRecovers(t *testing.T) {
+	_, tasks, ws := taskKernel(t, "../../examples/cassettes/parseconfig-source-first.jsonl")
+	var ev events
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig"}, ev.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := strings.Join(ev.tools(), " ")
+	t.Logf("tools: %s", tl)
+	if !strings.Contains(tl, "fs.write!TOOL_UNAVAILABLE") && !strings.Contains(tl, "fs.write!POLICY_DENIED") {
+		t.Fatalf("writing source before the test was not refused: %s", tl)
+	}
+	if done.Status != agent.StatusDone {
+		t.Fatalf("task ended %s: %s (tools %s)", done.Status, done.Reason, tl)
+	}
+	if src, _ := os.ReadFile(filepath.Join(ws, "src", "config.go")); !strings.Contains(string(src), "unknown key") {
+		t.Fatal("the change was not merged after recovering")
+	}
+}
