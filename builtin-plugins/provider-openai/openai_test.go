@@ -185,6 +185,14 @@ var openAICases = []struct {
 		}},
 	{"top-level error field on an ordinary chunk", pt.Stream(0, pt.OpenAIRole, "data: {\"id\":\"x\",\"choices\":[],\"error\":{\"message\":\"upstream model crashed\",\"type\":\"server_error\"}}\n\n", pt.OpenAIDone),
 		func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeUpstream, true, 0) }},
+	{"whole call, finish and usage in one chunk", pt.Stream(0,
+		"data: {\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":\"qwen2.5-coder\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"call_q1\",\"type\":\"function\",\"function\":{\"name\":\"fs_read\",\"arguments\":\"{\\\"path\\\":\\\"a.go\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":9}}\n\n",
+		pt.OpenAIDone),
+		func(t *testing.T, o outcome) {
+			if o.err != nil || len(o.res.ToolCalls) != 1 || args(t, o.res.ToolCalls[0])["path"] != "a.go" || o.res.Usage.OutputTokens != 9 || o.res.Done.Model != "qwen2.5-coder" {
+				t.Fatalf("%+v %v", o.res, o.err)
+			}
+		}},
 	{"max_tokens cuts a call off", pt.Stream(0, pt.OpenAICallStart(0, "call_x", "fs_read"), pt.OpenAICallArgs(0, `{"path": "a`), pt.OpenAIFinish("length"), pt.OpenAIDone),
 		func(t *testing.T, o outcome) {
 			if o.err != nil || len(o.res.ToolCalls) != 1 || o.res.ToolCalls[0].Invalid == nil || o.res.Done.StopReason != provider.StopMaxTokens {
