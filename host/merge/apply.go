@@ -47,7 +47,10 @@ type OpFile struct {
 	Content string      `json:"content,omitempty"` // host file holding the new content
 	Ranges  []Range     `json:"ranges"`
 	Status  string      `json:"status"`
-	Error   string      `json:"error,omitempty"`
+	// Already: the project had the new content before this merge (see
+	// FileDiff.InProject); landed, not audited again.
+	Already bool   `json:"already,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // Operation is one merge as the merge log keeps it: written (and synced)
@@ -131,7 +134,10 @@ func (m *Merger) Apply(ctx context.Context, r *Review, approved []string) (*Oper
 		}
 		seen[p] = true
 		of := OpFile{Path: f.Path, Base: f.Base, New: f.New, Delete: f.Delete, Mode: f.Mode, Content: f.ContentPath, Ranges: f.Ranges, Status: FilePending}
-		if f.Conflict {
+		switch {
+		case f.InProject:
+			of.Status, of.Already = FileLanded, true
+		case f.Conflict:
 			of.Status = FileConflict
 		}
 		op.Files = append(op.Files, of)
@@ -227,7 +233,7 @@ func (m *Merger) run(ctx context.Context, op *Operation) error {
 	}
 	if !op.Audited {
 		for _, f := range op.Files {
-			if f.Status != FileLanded {
+			if f.Status != FileLanded || f.Already {
 				continue
 			}
 			if err := m.record(ctx, audit.EventMergeApproved, op.ID, op.By, op.Session, op.Model, f.Path, f.Ranges, ""); err != nil {

@@ -389,6 +389,24 @@ func TestCrashResume(t *testing.T) {
 	if n := len(f.events(t, audit.EventMergeApproved)); n != 3 {
 		t.Fatalf("%d merge_approved records, want 3", n)
 	}
+	// The session still lists the merged changes until the caller
+	// discards them: a new plan shows them as already in the project, not
+	// as conflicts, and they do not block an auto-merge.
+	r2, err := m2.Plan(context.Background(), f.proj, f.s.Changes())
+	must(t, err)
+	for _, fd := range r2.Files {
+		if !fd.InProject || fd.Conflict || fd.Added+fd.Removed != 0 {
+			t.Fatalf("already merged file in a new plan: %+v", fd)
+		}
+	}
+	if d := m2.Auto(r2, true); !d.Auto {
+		t.Fatalf("already merged files block: %+v", d)
+	}
+	op2, err := m2.Apply(context.Background(), r2, r2.Paths())
+	must(t, err)
+	if len(op2.Landed()) != 3 || len(f.events(t, audit.EventMergeApproved)) != 3 {
+		t.Fatalf("re-applying merged files: %+v", op2)
+	}
 	// Nothing left to resume.
 	again, err := m2.Resume(context.Background())
 	must(t, err)

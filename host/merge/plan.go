@@ -133,6 +133,10 @@ type FileDiff struct {
 	// Conflict: the project file changed after the session read it (or
 	// is no longer a regular file). A conflict is never written.
 	Conflict bool
+	// InProject: the project already holds the new content (a merge a
+	// killed kernel left and Resume finished, or the user made the same
+	// edit). Nothing to write or review; Apply reports it landed.
+	InProject bool
 	// Sensitive holds the policy's review reasons (from ingest and from
 	// Options.Sensitive).
 	Sensitive []string
@@ -174,6 +178,9 @@ func (r *Review) Text() string {
 	var b strings.Builder
 	for _, f := range r.Files {
 		switch {
+		case f.InProject:
+			fmt.Fprintf(&b, "# %s: the project already has this change\n", f.Path)
+			continue
 		case f.Conflict:
 			fmt.Fprintf(&b, "# CONFLICT %s: changed in the project since the session read it; it will not be overwritten\n", f.Path)
 		case f.Delete:
@@ -226,6 +233,11 @@ func (m *Merger) Plan(ctx context.Context, project string, changes []workspace.C
 			Mode: c.Mode, Conflict: cur.hash != c.Base || cur.odd, Plugin: c.Plugin, CallID: c.CallID, ContentPath: c.ContentPath}
 		if cur.exists && !cur.odd {
 			f.Mode = cur.mode
+		}
+		if (c.Delete && !cur.exists) || (!c.Delete && cur.exists && !cur.odd && cur.hash == c.Hash) {
+			f.InProject, f.Conflict, f.Create = true, false, false
+			r.Files = append(r.Files, f)
+			continue
 		}
 		f.Sensitive = append(f.Sensitive, c.Review...)
 		if m.o.Sensitive != nil {
@@ -281,6 +293,7 @@ func (m *Merger) Auto(r *Review, testsGreen bool) Decision {
 	}
 	for _, f := range r.Files {
 		switch {
+		case f.InProject:
 		case f.Conflict:
 			why = append(why, f.Path+" changed in the project since the session read it")
 		case f.Binary:
