@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
 )
 
@@ -47,31 +45,4 @@ func BenchmarkApply(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-// BenchmarkCommitSandboxed: the whole commit of a merge of two files in a
-// 1 000-file repository — the vcs-git plugin, warm in its L2 container,
-// builds it (with the view refresh before the call), the kernel checks and
-// applies it.
-func BenchmarkCommitSandboxed(b *testing.B) {
-	project := benchRepo(b, 1000)
-	write(b, project, ".git/info/exclude", ".fluffy/\n")
-	e := kerneltest.Start(b, project, kerneltest.Options{}, "builtin-plugins/vcs-git")
-	ctx := context.Background()
-	if _, err := Commit(ctx, e.Kernel.Plugins, "vcs-git", project, twoFiles(b, project, -1)); err != nil {
-		b.Fatal(err) // warm: the container starts here
-	}
-	var total time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		req := twoFiles(b, project, i)
-		b.StartTimer()
-		t0 := time.Now()
-		if _, err := Commit(ctx, e.Kernel.Plugins, "vcs-git", project, req); err != nil {
-			b.Fatal(err)
-		}
-		total += time.Since(t0)
-	}
-	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/commit")
 }

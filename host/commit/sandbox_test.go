@@ -1,4 +1,4 @@
-package commit
+package commit_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	. "github.com/fluffy-waffle/fluffy/host/commit"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -18,11 +19,11 @@ import (
 // checks and applies it; the git CLI sees the commit, and the user's own
 // changes stay uncommitted.
 func TestCommitThroughSandboxedPlugin(t *testing.T) {
-	project := newRepo(t)
+	project := NewRepo(t)
 	// The kernel keeps its database in the project; users ignore it.
-	write(t, project, ".git/info/exclude", ".fluffy/\n")
-	userChanges(t, project)
-	head := gitc(t, project, "rev-parse", "HEAD")
+	Write(t, project, ".git/info/exclude", ".fluffy/\n")
+	UserChanges(t, project)
+	head := Gitc(t, project, "rev-parse", "HEAD")
 	e := kerneltest.Start(t, project, kerneltest.Options{}, "builtin-plugins/vcs-git")
 	ctx := context.Background()
 
@@ -53,7 +54,7 @@ func TestCommitThroughSandboxedPlugin(t *testing.T) {
 		t.Fatalf("diff in the sandbox:\n%s", diff)
 	}
 
-	req := mergedRequest(t, project)
+	req := MergedRequest(t, project)
 	res, err := Commit(ctx, e.Kernel.Plugins, "vcs-git", project, req)
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +62,8 @@ func TestCommitThroughSandboxedPlugin(t *testing.T) {
 	if res.Skipped || res.Parent != head || res.Warning != "" || res.Objects == 0 {
 		t.Fatalf("result %+v", res)
 	}
-	checkLanded(t, project, res.Commit, head, "fluffy: change A", []string{"README", "src/a.go", "src/new/c.go"})
-	if got := gitc(t, project, "log", "-1", "--format=%an <%ae>|%B"); got != "fluffy <fluffy@localhost>|fluffy: change A\n\nSession s1." {
+	CheckLanded(t, project, res.Commit, head, "fluffy: change A", []string{"README", "src/a.go", "src/new/c.go"})
+	if got := Gitc(t, project, "log", "-1", "--format=%an <%ae>|%B"); got != "fluffy <fluffy@localhost>|fluffy: change A\n\nSession s1." {
 		t.Fatalf("author and message: %q", got)
 	}
 
@@ -80,7 +81,7 @@ func TestCommitThroughSandboxedPlugin(t *testing.T) {
 
 	// A second merge on top, then a commit the branch moved under: the
 	// user commits by hand between the plugin's build and the apply.
-	write(t, project, "src/a.go", "package src\n\nfunc A() int { return 2 }\n")
+	Write(t, project, "src/a.go", "package src\n\nfunc A() int { return 2 }\n")
 	req2 := Request{Message: "fluffy: A returns 2", AuthorName: "fluffy", AuthorEmail: "fluffy@localhost",
 		Files: []File{{Path: "src/a.go", Content: []byte("package src\n\nfunc A() int { return 2 }\n")}}}
 	var id, out string
@@ -92,13 +93,13 @@ func TestCommitThroughSandboxedPlugin(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	gitc(t, project, "commit", "-q", "-m", "user commit meanwhile")
-	moved := gitc(t, project, "rev-parse", "HEAD")
+	Gitc(t, project, "commit", "-q", "-m", "user commit meanwhile")
+	moved := Gitc(t, project, "rev-parse", "HEAD")
 	_, err = Apply(ctx, project, filepath.Join(out, vcs.CommitDir, id), id, req2)
 	if ue, ok := uerr.As(err); !ok || ue.Code != CodeRefusedParent {
 		t.Fatalf("a commit built on a stale HEAD: want %s, got %v", CodeRefusedParent, err)
 	}
-	if got := gitc(t, project, "rev-parse", "HEAD"); got != moved {
+	if got := Gitc(t, project, "rev-parse", "HEAD"); got != moved {
 		t.Fatalf("HEAD %s, want the user's %s", got, moved)
 	}
 	if _, err := os.Stat(filepath.Join(out, vcs.CommitDir, id)); err != nil {
@@ -111,7 +112,7 @@ func TestCommitThroughSandboxedPlugin(t *testing.T) {
 // the plugin.
 func TestCommitNotARepositoryThroughKernel(t *testing.T) {
 	project := t.TempDir()
-	write(t, project, "src/a.go", "package src\n")
+	Write(t, project, "src/a.go", "package src\n")
 	e := kerneltest.Start(t, project, kerneltest.Options{}, "builtin-plugins/vcs-git")
 	res, err := Commit(context.Background(), e.Kernel.Plugins, "vcs-git", project,
 		Request{Message: "m", AuthorName: "a", AuthorEmail: "a@b", Files: []File{{Path: "src/a.go", Content: []byte("package src\n")}}})
