@@ -65,6 +65,7 @@ func main() {
 func suites() []suite {
 	return []suite{
 		{name: "plugin", run: pluginSuite},
+		{name: "workspace", run: workspaceSuite},
 	}
 }
 
