@@ -20,7 +20,9 @@ mkdir -p .fluffy
 cp "$root/examples/cassettes/parseconfig.jsonl" .fluffy/demo-cassette.jsonl
 "$fluffy" config set --project provider replay >/dev/null
 "$fluffy" config set --project providers.replay.cassette "$demo/.fluffy/demo-cassette.jsonl" >/dev/null
-printf '\n== project %s (FLUFFY_HOME=%s)\n\n' "$demo" "$FLUFFY_HOME"
+printf '\n== project %s (FLUFFY_HOME=%s)\n' "$demo" "$FLUFFY_HOME"
+printf '== the model is REPLAYED from examples/cassettes/parseconfig.jsonl (provider-replay): its words\n'
+printf '   are scripted; the kernel, the sandboxes, the policy, go test, the merge and the commit are real.\n\n'
 set +e
 "$fluffy" "add error handling to parseConfig"
 rc=$?

@@ -55,8 +55,15 @@ func kernelRun(e *env, args []string) error {
 	defer d.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Every provider gets its configuration (a task may pick another one
+	// with --provider); the configured provider's problems are reported.
 	pluginCfg := map[string][]byte{}
 	var cfgErr error
+	for _, p := range []string{"openai", "anthropic", "replay"} {
+		if b, err := providerConfig(e, cfg, p); err == nil {
+			pluginCfg[providerPlugin(p)] = b
+		}
+	}
 	if p := cfg.String("provider"); p != "" {
 		b, err := providerConfig(e, cfg, p)
 		if err != nil {

@@ -25,6 +25,9 @@ func providerPlugin(name string) string {
 	if name == "" || strings.HasPrefix(name, "provider-") {
 		return name
 	}
+	if name == "ollama" {
+		return "provider-openai" // Ollama serves the OpenAI API
+	}
 	return "provider-" + name
 }
 
@@ -131,7 +134,8 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 		// events keep flowing to `fluffy attach`, and the daemon does not
 		// exit idle under it.
 		defer d.Busy()()
-		done, err := t.Run(context.WithoutCancel(ctx), kernel.TaskRequest{Prompt: p.Prompt, Yes: p.Yes, Interactive: p.Interactive, Mode: p.Mode},
+		done, err := t.Run(context.WithoutCancel(ctx), kernel.TaskRequest{Prompt: p.Prompt, Yes: p.Yes, Interactive: p.Interactive, Mode: p.Mode,
+			Provider: providerPlugin(p.Provider), Model: p.Model},
 			func(ev agent.Event) { _ = req.Emit(ev) })
 		if err != nil {
 			return nil, err

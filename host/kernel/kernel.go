@@ -2,10 +2,15 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +19,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/host/scheduler"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
@@ -52,6 +58,9 @@ type Options struct {
 	// Configure (e.g. a provider's base URL, key and model); it never
 	// reaches the plugin's environment or the audit log.
 	PluginConfig map[string][]byte
+	// Scheduler limits how many sandboxed calls run at once (zero: the
+	// scheduler's defaults: 4 in all, 2 per template, 1 policy-sandbox).
+	Scheduler scheduler.Config
 }
 
 // Kernel wires the registry to the supervisor: every registered, enabled
@@ -70,6 +79,9 @@ type Kernel struct {
 	Policy *policy.Engine
 	// Router is the one path of every tool call.
 	Router *router.Router
+	// Scheduler runs every sandboxed call the router dispatches, within
+	// the concurrency limits of its template.
+	Scheduler *scheduler.Scheduler
 	// Session is the session's workspace: the views plugins see as
 	// /workspace and (later) the changeset.
 	Session *workspace.Session
@@ -181,11 +193,16 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		},
 		BuildCache: BuildCacheDir(o.Home, o.Workspace),
 	})
+	if k.Scheduler, err = scheduler.New(scheduler.Options{Config: o.Scheduler, Logger: o.Logger}); err != nil {
+		k.Close()
+		return nil, err
+	}
 	k.Router = router.New(router.Options{
 		Catalog:    &catalog{k: k, manifests: map[string]*manifests.Manifest{}},
 		Dispatcher: dispatcher{k: k},
 		Policy:     k.Policy,
 		Audit:      k.Audit,
+		Scheduler:  routerScheduler{s: k.Scheduler, seq: new(atomic.Uint64)},
 		Logger:     o.Logger,
 	})
 	for _, d := range o.BuiltinDirs {
@@ -239,6 +256,12 @@ func (k *Kernel) loadAll(ctx context.Context) error {
 		spec, err := k.Registry.Runnable(r.Name)
 		if err == nil {
 			spec.ConfigJSON = k.pluginConfig[spec.Name]
+			if hp := baseURLHost(spec.ConfigJSON); hp != "" && !slices.Contains(spec.Network, hp) {
+				// The proxy allows the host of the configured base URL
+				// (a local Ollama, a company gateway), not only the
+				// manifest's.
+				spec.Network = append(slices.Clone(spec.Network), hp)
+			}
 			err = k.Plugins.Add(spec)
 		}
 		if err != nil {
@@ -272,6 +295,11 @@ func (k *Kernel) PluginEvent(spec supervisor.Spec, instanceID, event string, cau
 
 // Close stops every plugin and closes the database.
 func (k *Kernel) Close() {
+	if k.Scheduler != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = k.Scheduler.Close(ctx)
+		cancel()
+	}
 	if k.Plugins != nil {
 		k.Plugins.Close()
 	}
@@ -301,3 +329,47 @@ func (k *Kernel) Close() {
 }
 
 func (k *Kernel) auditor() Auditor { return Auditor{Log: k.Audit, Logger: k.log} }
+
+// baseURLHost is host:port of a plugin config's base_url ("" when none).
+func baseURLHost(cfg []byte) string {
+	if len(cfg) == 0 {
+		return ""
+	}
+	var c struct {
+		BaseURL string `json:"base_url"`
+	}
+	if json.Unmarshal(cfg, &c) != nil || c.BaseURL == "" {
+		return ""
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || u.Hostname() == "" {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// routerScheduler submits the router's calls to the scheduler.
+type routerScheduler struct {
+	s *scheduler.Scheduler
+	// seq makes task ids unique: a model reuses call ids across turns.
+	seq *atomic.Uint64
+}
+
+func (r routerScheduler) Run(ctx context.Context, t router.Task) error {
+	typ := scheduler.Validate
+	if strings.Contains(t.Name, "/test.run ") {
+		typ = scheduler.TestRun
+	}
+	pr := scheduler.Priority(t.Priority)
+	if pr == 0 {
+		pr = scheduler.PriorityNormal
+	}
+	return r.s.Run(ctx, scheduler.Task{ID: fmt.Sprintf("%s#%d", t.Name, r.seq.Add(1)), Type: typ, Priority: pr, Template: t.Template, Run: t.Run})
+}

@@ -55,6 +55,9 @@ type TaskRequest struct {
 	// Mode, when set, is requested for the session before the task starts
 	// (through the policy, like session.set_mode).
 	Mode string
+	// Provider (a provider plugin's name) and Model override the
+	// configured ones for this task (--provider, --model).
+	Provider, Model string
 }
 
 // Tasks runs the AI loop of the kernel's session: one task at a time,
@@ -76,6 +79,8 @@ type Tasks struct {
 	task        string
 	yes         bool
 	interactive bool
+	provider    string // this task's provider plugin
+	model       string // this task's model ("" = the provider's default)
 	events      []agent.Event
 	subs        map[chan agent.Event]struct{}
 	reviews     map[string]chan router.Approval
@@ -136,7 +141,7 @@ func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
 		k.kernelTools.add(kt.Def.Name, kernelTool{tool: mt, handle: kt.Handle})
 	}
 	t.ag = agent.New(agent.Options{
-		Session: k.Session.ID(), Model: providerModel{k: k, name: o.Provider}, ModelName: o.Model,
+		Session: k.Session.ID(), Model: providerModel{t: t}, ModelName: o.Model,
 		ContextWindow: o.ContextWindow, Tools: &taskTools{t: t}, Workflow: workflow{t},
 		Finisher: &finisher{t: t}, Limits: o.Limits, Emit: t.publish, Logger: o.Logger,
 	})
@@ -169,6 +174,20 @@ func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)
 		t.mu.Unlock()
 		return agent.DoneEvent{}, uerr.New(CodeTaskRunning, "a task is already running in this session",
 			"one session runs one task at a time", "wait for it, follow it with `fluffy attach`, or cancel it (Ctrl-C in its terminal, or /cancel)")
+	}
+	if req.Provider != "" {
+		if _, ok := t.k.Plugins.Spec(req.Provider); !ok {
+			t.mu.Unlock()
+			return agent.DoneEvent{}, uerr.New(CodeNoProvider, fmt.Sprintf("the provider plugin %s is not loaded", req.Provider),
+				"it is not installed, not enabled, or was rejected", "run `fluffy plugin list`; fluffy's own providers are provider-openai, provider-anthropic and provider-replay")
+		}
+	}
+	t.provider, t.model = t.o.Provider, t.o.Model
+	if req.Provider != "" && req.Provider != t.o.Provider {
+		t.provider, t.model = req.Provider, ""
+	}
+	if req.Model != "" {
+		t.model = req.Model
 	}
 	t.running, t.cancel, t.task = true, cancel, req.Prompt
 	t.yes, t.interactive = req.Yes, req.Interactive
@@ -376,3 +395,13 @@ func clipText(s string, n int) string {
 
 // now is the runner's clock (one place, for the review timestamps).
 func now() time.Time { return time.Now().UTC() }
+
+// current is the running task's provider plugin and model.
+func (t *Tasks) current() (string, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.provider == "" {
+		return t.o.Provider, t.o.Model
+	}
+	return t.provider, t.model
+}

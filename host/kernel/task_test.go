@@ -1,3 +1,8 @@
+//go:build !race
+
+// The whole-task tests run real containers for minutes; the race pass of
+// make test covers the kernel packages' unit tests, not these.
+
 package kernel_test
 
 import (
@@ -17,11 +22,13 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
+	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // taskPlugins are the builtin plugins a whole task uses.
-var taskPlugins = []string{"builtin-plugins/tool-fs", "builtin-plugins/tool-test", "builtin-plugins/provider-replay", "builtin-plugins/vcs-git"}
+var taskPlugins = []string{"builtin-plugins/tool-fs", "builtin-plugins/tool-test", "builtin-plugins/provider-replay", "builtin-plugins/provider-openai", "builtin-plugins/vcs-git"}
 
 // copyTree copies the example project into dst.
 func copyTree(t *testing.T, src, dst string) {
@@ -61,6 +68,17 @@ func git(t *testing.T, dir string, args ...string) string {
 // (a git repository with one commit) whose provider replays cassette.
 func taskKernel(t *testing.T, cassette string) (*kernel.Kernel, *kernel.Tasks, string) {
 	t.Helper()
+	data, err := os.ReadFile(cassette)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(map[string]string{"cassette": string(data)})
+	return providerKernel(t, "provider-replay", "replay", cfg)
+}
+
+// providerKernel is taskKernel with any provider plugin and its config.
+func providerKernel(t *testing.T, providerName, model string, cfg []byte) (*kernel.Kernel, *kernel.Tasks, string) {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the end-to-end task tests need git on PATH")
 	}
@@ -79,17 +97,12 @@ func taskKernel(t *testing.T, cassette string) (*kernel.Kernel, *kernel.Tasks, s
 		dirs = append(dirs, kerneltest.Stage(t, p))
 	}
 	adapter := kerneltest.Build(t, "builtin-plugins/runtime-docker")
-	data, err := os.ReadFile(cassette)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, _ := json.Marshal(map[string]string{"cassette": string(data)})
 	env := map[string]string{"FLUFFY_RUNTIME_ADAPTER": adapter, "DOCKER_HOST": os.Getenv("DOCKER_HOST")}
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})
 	ctx := context.Background()
 	k, err := kernel.Open(ctx, kernel.Options{Home: home, Workspace: ws, SessionID: "task", Logger: log,
 		Getenv: func(k string) string { return env[k] }, BuiltinDirs: []string{filepath.Dir(dirs[0])},
-		PluginConfig: map[string][]byte{"provider-replay": cfg}, StartTimeout: 2 * time.Minute})
+		PluginConfig: map[string][]byte{providerName: cfg}, StartTimeout: 2 * time.Minute})
 	if err != nil {
 		if uerr.HasCode(err, "RUNTIME_UNREACHABLE") && os.Getenv("FLUFFY_REQUIRE_DOCKER") == "" {
 			t.Skipf("Docker is not available: %v", err)
@@ -97,7 +110,7 @@ func taskKernel(t *testing.T, cassette string) (*kernel.Kernel, *kernel.Tasks, s
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Close)
-	tasks, err := k.OpenTasks(ctx, kernel.TaskOptions{Provider: "provider-replay", Model: "replay", Logger: log})
+	tasks, err := k.OpenTasks(ctx, kernel.TaskOptions{Provider: providerName, Model: model, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,5 +254,83 @@ func TestSourceFirstIsRefusedThenRecovers(t *testing.T) {
 	}
 	if src, _ := os.ReadFile(filepath.Join(ws, "src", "config.go")); !strings.Contains(string(src), "unknown key") {
 		t.Fatal("the change was not merged after recovering")
+	}
+}
+
+// openAIScripts turns a cassette into what the OpenAI Chat Completions API
+// streams for the same turns, byte for byte as the service sends them.
+func openAIScripts(t *testing.T, path string) []providertest.Script {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cas, err := cassette.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []providertest.Script
+	for _, turn := range cas.Turns {
+		ev := []string{providertest.OpenAIRole}
+		idx := map[string]int{}
+		finish := "stop"
+		var in, outTok int64
+		for _, e := range turn.Events {
+			switch {
+			case e.TextDelta != "":
+				ev = append(ev, providertest.OpenAIText(e.TextDelta))
+			case e.ToolCallStart != nil:
+				i := len(idx)
+				idx[e.ToolCallStart.CallID] = i
+				ev = append(ev, providertest.OpenAICallStart(i, "call_"+e.ToolCallStart.CallID, e.ToolCallStart.Name))
+				finish = "tool_calls"
+			case e.ToolCallDelta != nil:
+				ev = append(ev, providertest.OpenAICallArgs(idx[e.ToolCallDelta.CallID], e.ToolCallDelta.ArgumentsDelta))
+			case e.Usage != nil:
+				in, outTok = e.Usage.InputTokens, e.Usage.OutputTokens
+			}
+		}
+		ev = append(ev, providertest.OpenAIFinish(finish), providertest.OpenAIUsageChunk(int(in), int(outTok), 0, 0), providertest.OpenAIDone)
+		out = append(out, providertest.Stream(97, ev...))
+	}
+	return out
+}
+
+// TestStrictTaskWithOpenAI is the same task with provider-openai in its
+// container talking to a local fake of the Chat Completions API through
+// the kernel's proxy (the configured base URL's host is allowed).
+func TestStrictTaskWithOpenAI(t *testing.T) {
+	srv := providertest.New()
+	t.Cleanup(srv.Close)
+	srv.Play(openAIScripts(t, "../../examples/cassettes/parseconfig.jsonl")...)
+	cfg, _ := json.Marshal(map[string]string{"base_url": srv.URL() + "/v1", "api_key": "sk-test-not-a-real-key", "model": "gpt-4.1"})
+	_, tasks, ws := providerKernel(t, "provider-openai", "gpt-4.1", cfg)
+	var ev events
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig"}, ev.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status != agent.StatusDone {
+		t.Fatalf("task ended %s: %s\ntools: %v\nstates: %v", done.Status, done.Reason, ev.tools(), ev.states())
+	}
+	if src, _ := os.ReadFile(filepath.Join(ws, "src", "config.go")); !strings.Contains(string(src), "unknown key") {
+		t.Fatal("the change was not merged")
+	}
+	reqs := srv.Requests()
+	if len(reqs) < 4 {
+		t.Fatalf("the fake saw %d requests", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-test-not-a-real-key" {
+			t.Fatalf("request %s %s auth %q", r.Method, r.Path, r.Header.Get("Authorization"))
+		}
+	}
+	// The second request carries the first turn's tool results: the loop
+	// fed them back in OpenAI's shape.
+	if !strings.Contains(string(reqs[1].Body), `"role":"tool"`) {
+		t.Fatalf("the second request has no tool results:\n%.2000s", reqs[1].Body)
 	}
 }

@@ -38,17 +38,18 @@ func kernelManifestTool(d tool.Def) (manifests.Tool, error) {
 	return manifests.NewTool(d.Name, d.Summary, d.Parameters)
 }
 
-// providerModel is agent.Model over the provider plugin.
-type providerModel struct {
-	k    *Kernel
-	name string
-}
+// providerModel is agent.Model over the task's provider plugin.
+type providerModel struct{ t *Tasks }
 
 func (p providerModel) Chat(ctx context.Context, req provider.ChatRequest, onEvent func(provider.Event)) error {
-	return p.k.Plugins.Use(ctx, p.name, base.KindProvider, func(ctx context.Context, c any) error {
+	name, model := p.t.current()
+	if model != "" {
+		req.Model = model
+	}
+	return p.t.k.Plugins.Use(ctx, name, base.KindProvider, func(ctx context.Context, c any) error {
 		pc, ok := c.(provider.Client)
 		if !ok {
-			return fmt.Errorf("plugin %s did not dispense a provider client", p.name)
+			return fmt.Errorf("plugin %s did not dispense a provider client", name)
 		}
 		return pc.Chat(ctx, req, onEvent)
 	})
