@@ -326,3 +326,30 @@ func TestFilteredPathsAreNotCommitted(t *testing.T) {
 		t.Fatalf("unfiltered path: %v", err)
 	}
 }
+
+// TestLinkedWorktree: a project that is a `git worktree add` checkout
+// (.git is a file; refs and objects live in the main repository).
+func TestLinkedWorktree(t *testing.T) {
+	main := newRepo(t)
+	project := filepath.Join(t.TempDir(), "wt")
+	gitc(t, main, "worktree", "add", "-q", "-b", "feature", project)
+	head := gitc(t, project, "rev-parse", "HEAD")
+	write(t, project, "src/a.go", "package src // feature\n")
+	req := Request{Message: "feature work", AuthorName: "fluffy", AuthorEmail: "f@l", Files: []File{{Path: "src/a.go", Content: []byte("package src // feature\n")}}}
+	out := t.TempDir()
+	id := buildOutput(t, project, out, req, forge{})
+	res, err := Apply(context.Background(), project, filepath.Join(out, vcs.CommitDir, id), id, req)
+	if err != nil || res.Branch != "refs/heads/feature" || res.Parent != head {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if got := gitc(t, main, "rev-parse", "feature"); got != id {
+		t.Fatalf("feature is at %s, want %s", got, id)
+	}
+	if got := gitc(t, main, "rev-parse", "main"); got != head {
+		t.Fatal("main moved")
+	}
+	if got := gitc(t, project, "status", "--porcelain"); got != "" {
+		t.Fatalf("worktree status %q", got)
+	}
+	gitc(t, main, "fsck", "--strict", "--no-progress")
+}
