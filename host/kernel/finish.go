@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
@@ -84,35 +83,19 @@ func (f *finisher) Reached(ctx context.Context, emit func(agent.Event)) (agent.F
 		return agent.Finish{}, err
 	}
 	landed := op.Landed()
-	for _, c := range op.Conflicts() {
-		emit(agent.Event{Type: agent.EventNotice, Text: "not merged: " + c + " changed in the project after the session read it (kept in the session)"})
-	}
-	for _, c := range op.Failed() {
-		emit(agent.Event{Type: agent.EventNotice, Text: "not merged: " + c + " could not be written (see fluffy session show)"})
-	}
-	if err := k.Session.Discard(landed...); err != nil {
-		t.log.Warn("cannot drop merged changes from the session", "error", err)
-	}
 	emit(agent.Event{Type: agent.EventNotice, Text: "merged " + plural(len(landed), "file") + ": " + strings.Join(landed, ", ")})
 	fin := agent.Finish{Done: true, Status: agent.StatusDone, Files: landed}
-	var files []commit.File
-	for _, p := range landed {
-		b, err := os.ReadFile(k.workspace + "/" + p)
-		if os.IsNotExist(err) {
-			files = append(files, commit.File{Path: p, Delete: true})
-			continue
-		}
-		if err != nil {
-			return agent.Finish{}, fmt.Errorf("read merged %s: %w", p, err)
-		}
-		files = append(files, commit.File{Path: p, Content: b})
-	}
 	ref := ""
 	if _, ok := k.Plugins.Spec(vcsPlugin); !ok {
 		emit(agent.Event{Type: agent.EventNotice, Text: "merged; not committed: the vcs-git plugin is not loaded"})
-	} else {
-		cr, err := commit.Commit(ctx, k.Plugins, vcsPlugin, k.workspace, commit.Request{
-			Message: commitMessage(t.taskText()), AuthorName: "fluffy", AuthorEmail: "fluffy@localhost", Files: files})
+	} else if len(landed) > 0 {
+		// The commit carries what the merge wrote (checked against its
+		// hashes), not what the project holds now.
+		req, err := commit.FromMerge(op, commitMessage(t.taskText()), "fluffy", "fluffy@localhost")
+		var cr commit.Result
+		if err == nil {
+			cr, err = commit.Commit(ctx, k.Plugins, vcsPlugin, k.workspace, req)
+		}
 		switch {
 		case err != nil:
 			emit(agent.Event{Type: agent.EventError, Error: uerr.From(err)})
@@ -126,6 +109,9 @@ func (f *finisher) Reached(ctx context.Context, emit func(agent.Event)) (agent.F
 				emit(agent.Event{Type: agent.EventNotice, Text: cr.Warning})
 			}
 		}
+	}
+	if err := k.Session.Discard(landed...); err != nil {
+		t.log.Warn("cannot drop merged changes from the session", "error", err)
 	}
 	if _, err := t.m.Committed(ctx, ref); err != nil {
 		t.log.Warn("workflow after commit", "error", err)
