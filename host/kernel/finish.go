@@ -110,7 +110,9 @@ func (f *finisher) Reached(ctx context.Context, emit func(agent.Event)) (agent.F
 			}
 		}
 	}
-	if err := k.Session.Discard(landed...); err != nil {
+	if len(landed) == 0 {
+		// Discard with no paths drops everything: nothing landed, keep all.
+	} else if err := k.Session.Discard(landed...); err != nil {
 		t.log.Warn("cannot drop merged changes from the session", "error", err)
 	}
 	if _, err := t.m.Committed(ctx, ref); err != nil {
