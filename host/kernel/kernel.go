@@ -363,6 +363,11 @@ type routerScheduler struct {
 }
 
 func (r routerScheduler) Run(ctx context.Context, t router.Task) error {
+	if t.Template == "" {
+		// Not sandboxed (a kernel tool, --sandbox=none): no template
+		// limit applies, and the scheduler only runs sandboxed work.
+		return t.Run(ctx)
+	}
 	typ := scheduler.Validate
 	if strings.Contains(t.Name, "/test.run ") {
 		typ = scheduler.TestRun
