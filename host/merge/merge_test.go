@@ -506,3 +506,22 @@ func TestSensitiveByPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestFileBecomesDirectory: the changeset deletes the project file "src/old.go"
+// and creates "src/old.go/x.go" under the same name; the plan shows no conflict
+// and apply deletes the file before creating the directory.
+func TestFileBecomesDirectory(t *testing.T) {
+	f := newFixture(t)
+	f.propose(t, "src/old.go", "", true)
+	f.propose(t, "src/old.go/x.go", "package x\n", false)
+	m := f.merger(t, Options{})
+	r := f.plan(t, m)
+	if r.Conflicts != 0 || len(r.Files) != 2 || !r.Files[1].Create {
+		t.Fatalf("plan: %+v", r.Files)
+	}
+	op, err := m.Apply(context.Background(), r, r.Paths())
+	must(t, err)
+	if strings.Join(op.Landed(), ",") != "src/old.go,src/old.go/x.go" || read(t, f.proj, "src/old.go/x.go") != "package x\n" {
+		t.Fatalf("apply: %+v", op.Files)
+	}
+}

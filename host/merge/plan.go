@@ -207,6 +207,12 @@ func (m *Merger) Plan(ctx context.Context, project string, changes []workspace.C
 	}
 	defer root.Close()
 	r := &Review{Project: project}
+	deleting := map[string]bool{}
+	for _, c := range changes {
+		if c.Delete {
+			deleting[c.Path] = true
+		}
+	}
 	for _, c := range changes {
 		if r.Session == "" {
 			r.Session = c.Session
@@ -218,6 +224,11 @@ func (m *Merger) Plan(ctx context.Context, project string, changes []workspace.C
 		cur, curB, err := current(root, rel)
 		if err != nil {
 			return nil, err
+		}
+		if cur.odd && cur.hash == "("+confine.CodeInvalid+")" && underDeleted(rel, deleting) {
+			// A parent is a project file this changeset deletes first
+			// (Apply goes in path order: "a" before "a/b").
+			cur, curB = state{}, nil
 		}
 		var newB []byte
 		if !c.Delete {
@@ -413,6 +424,16 @@ func hunkNewStart(h string) int {
 		return n
 	}
 	return 1
+}
+
+// underDeleted reports whether a parent of rel is in deleting.
+func underDeleted(rel string, deleting map[string]bool) bool {
+	for i := len(rel) - 1; i > 0; i-- {
+		if rel[i] == '/' && deleting[rel[:i]] {
+			return true
+		}
+	}
+	return false
 }
 
 func countLines(b []byte) int {
