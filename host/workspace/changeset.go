@@ -641,7 +641,10 @@ func readArtifact(root *confine.Root, name, who string, maxFile int64, total *in
 func (s *Session) writeBlob(name string, b []byte, mode fs.FileMode) error {
 	dst := filepath.Join(s.blobDir(), name)
 	if fi, err := os.Lstat(dst); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(len(b)) {
-		return nil
+		// Same name, same size: reuse it only if a crash did not tear it.
+		if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, b) {
+			return nil
+		}
 	}
 	f, err := os.CreateTemp(s.blobDir(), ".blob-*")
 	if err != nil {
