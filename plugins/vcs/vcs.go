@@ -53,7 +53,8 @@ type CommitOutput struct {
 	Paths  []string `json:"paths"`
 }
 
-// CommitRequest asks for a commit of paths (all changes when empty). A
+// CommitRequest asks for a commit of Paths (vcs-git refuses an empty list:
+// the kernel commits exactly what it merged). A
 // plugin that builds commits for the kernel to apply (vcs-git) commits
 // exactly Paths, each with its content in the working tree (a missing file
 // is a deletion), on top of the current branch's HEAD, with Message ending
