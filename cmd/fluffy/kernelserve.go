@@ -241,10 +241,6 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 		}
 		return map[string]string{"path": last.Path}, nil
 	})
-	d.Handle(daemon.MethodSessionArch, func(ctx context.Context, req *ipc.Request) (any, error) {
-		return nil, uerr.New("SESSION_ARCHIVE_UNSUPPORTED", "sessions cannot be archived in this version",
-			"a project's kernel serves one session, which keeps its history", "nothing to do; `fluffy session show` prints its history")
-	})
 	d.Handle(daemon.MethodSessionBudget, func(ctx context.Context, req *ipc.Request) (any, error) {
 		return info(), nil
 	})

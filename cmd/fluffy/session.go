@@ -13,14 +13,14 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 )
 
-// runSession implements `fluffy session list|show|resume|archive`: the
-// project's sessions, kept by its kernel (started if needed).
+// runSession implements `fluffy session list|show|resume`: the project's
+// session, kept by its kernel (started if needed). A project's kernel
+// serves one session; it cannot be archived.
 func runSession(e *env, args []string) error {
 	return subcommands(e, "session", args, map[string]func(*env, []string) error{
-		"list":    sessionList,
-		"show":    sessionShow,
-		"resume":  sessionResume,
-		"archive": sessionArchive,
+		"list":   sessionList,
+		"show":   sessionShow,
+		"resume": sessionResume,
 	})
 }
 
@@ -78,14 +78,6 @@ func sessionShow(e *env, args []string) error {
 		return err
 	}
 	return writeJSON(e.stdout, st)
-}
-
-func sessionArchive(e *env, args []string) error {
-	if _, err := sessionCall(e, args, "archive", true, daemon.MethodSessionArch, nil); err != nil {
-		return err
-	}
-	fmt.Fprintln(e.stdout, "archived")
-	return nil
 }
 
 func sessionResume(e *env, args []string) error {

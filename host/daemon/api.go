@@ -24,7 +24,6 @@ const (
 	MethodSessionList   = "session.list"
 	MethodSessionShow   = "session.show"
 	MethodSessionResume = "session.resume"
-	MethodSessionArch   = "session.archive"
 )
 
 // TaskParams start a task.
