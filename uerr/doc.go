@@ -2,5 +2,10 @@
 // reports through: what happened, why, and how to fix it (seed 000 "Error
 // Display Standard").
 //
-// It must not import any other fluffy package: everything else imports it.
+// Errors a plugin reports are built with FromPlugin: their codes live in
+// the plugin's namespace and their text is escaped, bounded and shown as
+// the plugin's.
+//
+// It must not import any other fluffy package but the leaf textsafe:
+// everything else imports it.
 package uerr

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -132,10 +133,10 @@ func auditLog(e *env, args []string) error {
 		} else if r.InputSummary != "" {
 			detail = strings.TrimSpace(detail + " " + r.InputSummary)
 		}
-		if len(detail) > 80 {
-			detail = detail[:77] + "..."
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Time().Format("2006-01-02 15:04:05"), r.EventType, r.Caller, r.PolicyDecision, strings.ReplaceAll(detail, "\n", " "))
+		// Every field a plugin can influence is escaped: a syscall string,
+		// a path or a reason must not clear the screen or forge a row.
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Time().Format("2006-01-02 15:04:05"),
+			textsafe.Line(string(r.EventType), 40), textsafe.Line(r.Caller, 60), textsafe.Line(r.PolicyDecision, 20), textsafe.Line(detail, 80))
 	}
 	return tw.Flush()
 }
@@ -191,7 +192,7 @@ func auditVerify(e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "earlier break recorded at record %d (see `fluffy audit log --type audit_chain_break`)\n", id)
 		}
 		for _, b := range rep.Breaks {
-			fmt.Fprintf(e.stdout, "BREAK at %d: %s\n", b.ID, b.Reason)
+			fmt.Fprintf(e.stdout, "BREAK at %d: %s\n", b.ID, textsafe.Line(b.Reason, 400))
 		}
 		if rep.OK() {
 			fmt.Fprintln(e.stdout, "chain OK")

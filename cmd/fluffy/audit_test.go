@@ -118,3 +118,29 @@ func TestAuditCLIVerifyReportsTamperedDatabase(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errb)
 	}
 }
+
+// Plugin-controlled fields (syscall strings, paths, reasons, callers) are
+// escaped in `audit log`: no cleared screen, no forged "chain OK" row.
+func TestAuditLogEscapesPluginText(t *testing.T) {
+	project := t.TempDir()
+	l, err := audit.Open(context.Background(), audit.Options{Dir: store.DefaultDir(project)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := "\x1b[2J\x1b[H\nchain OK\x1b]0;pwned\x07\u202e"
+	if _, err := l.Append(context.Background(), audit.Event{Type: audit.EventPolicyDecision, Caller: "plugin:x\x1b[1A",
+		SyscallType: "fs.read" + hostile, PolicyDecision: audit.DecisionDenied, DenyReason: hostile}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, out, errb := auditTestEnv()
+	if code := run([]string{"audit", "log", "--project", project}, e); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	s := out.String()
+	if strings.ContainsAny(s, "\x1b\x07\u202e") || strings.Count(s, "\n") != 2 {
+		t.Fatalf("raw control characters or forged lines in audit log:\n%q", s)
+	}
+}

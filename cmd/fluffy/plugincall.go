@@ -14,6 +14,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // pluginCall runs one tool of an installed plugin directly: the way to try
@@ -61,7 +62,9 @@ func pluginCall(e *env, args []string) error {
 	// review, the kernel's output limit, redaction and audit.
 	res := k.Router.Call(ctx, sess, router.Call{
 		Plugin: pos[0], Tool: pos[1], Args: json.RawMessage(argsJSON),
-		Progress: func(p tool.Progress) { fmt.Fprintf(e.stderr, "  %s (%.0f%%)\n", p.Message, 100*p.Fraction) },
+		Progress: func(p tool.Progress) {
+			fmt.Fprintf(e.stderr, "  %s says: %s (%.0f%%)\n", pos[0], textsafe.Line(p.Message, 200), 100*p.Fraction)
+		},
 	})
 	if st, err := k.Plugins.Stats(pos[0]); err == nil && st.APIVersion > 0 {
 		fmt.Fprintf(e.stderr, "  %s %s via API v%d (%s)\n", pos[0], pos[1], st.APIVersion, time.Since(start).Round(time.Millisecond))
@@ -84,13 +87,13 @@ type ttyApprover struct{ e *env }
 
 func (a ttyApprover) Review(_ context.Context, r router.ReviewRequest) (router.Approval, error) {
 	w := a.e.stderr
-	fmt.Fprintf(w, "REVIEW: %s %s wants to run with %s\n", r.Plugin, r.Tool, r.Args)
+	fmt.Fprintf(w, "REVIEW: %s %s wants to run with %s\n", r.Plugin, r.Tool, textsafe.Line(string(r.Args), 400))
 	for _, it := range r.Items {
 		target := it.Request.Syscall
 		if it.Request.Path != "" {
 			target += " " + it.Request.Path
 		}
-		fmt.Fprintf(w, "  %s: %s\n", target, strings.Join(it.Result.Reasons, "; "))
+		fmt.Fprintf(w, "  %s: %s\n", textsafe.Line(target, 400), textsafe.Line(strings.Join(it.Result.Reasons, "; "), 400))
 	}
 	fmt.Fprint(w, "Allow this call once? [y/N] ")
 	line, err := bufio.NewReader(a.e.stdin).ReadString('\n')

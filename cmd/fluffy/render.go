@@ -6,9 +6,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // ANSI styles used by the renderer; empty when colour is off.
@@ -255,32 +255,12 @@ func fmtDuration(ms int64) string {
 	return d.Round(time.Second).String()
 }
 
-// safeText escapes control characters (keeping newlines and tabs) so model
-// and plugin text cannot move the cursor, clear the screen or set the
-// title.
-func safeText(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r == unicode.ReplacementChar || unicode.IsControl(r) || (r >= 0x80 && r < 0xa0):
-			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// safeText and safeLine are textsafe's escaping (the one function for
+// untrusted text): safeText keeps newlines and tabs, safeLine makes one
+// line bounded to max bytes.
+func safeText(s string) string { return textsafe.Text(s, textsafe.MaxText) }
 
-// safeLine is safeText on one line, bounded to max runes.
-func safeLine(s string, max int) string {
-	s = strings.ReplaceAll(safeText(s), "\n", " ")
-	if rs := []rune(s); len(rs) > max {
-		s = string(rs[:max-1]) + "…"
-	}
-	return s
-}
+func safeLine(s string, max int) string { return textsafe.Line(s, max) }
 
 // spinner animates one status line while a sandbox works. It shares the
 // renderer's lock so it never interleaves with other output.

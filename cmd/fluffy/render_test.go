@@ -48,14 +48,14 @@ func TestRendererShowsWhatAPersonNeeds(t *testing.T) {
 }
 
 func TestRendererEscapesUntrustedText(t *testing.T) {
-	evil := "\x1b[2J\x1b]0;pwned\x07fake audit chain OK\r\x9b"
+	evil := "\x1b[2J\x1b]0;pwned\x07fake audit chain OK\r\x9b\u202eevil\xff"
 	out := renderAll(true,
 		agent.Event{Type: agent.EventTextDelta, Text: evil},
 		agent.Event{Type: agent.EventToolResult, Tool: &agent.ToolEvent{Name: "x", Target: evil, Summary: evil}},
 		agent.Event{Type: agent.EventNotice, Text: evil},
 		agent.Event{Type: agent.EventReviewRequested, Review: &agent.ReviewEvent{Kind: "merge", Summary: evil, Files: []agent.ReviewFile{{Path: evil, Diff: "+" + evil}}}},
 	)
-	for _, bad := range []string{"\x1b[2J", "\x1b]0", "\x07", "\r", "\x9b"} {
+	for _, bad := range []string{"\x1b[2J", "\x1b]0", "\x07", "\r", "\x9b", "\u202e", "\xff"} {
 		if strings.Contains(out, bad) {
 			t.Fatalf("untrusted control sequence %q reached the terminal:\n%q", bad, out)
 		}

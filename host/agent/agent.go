@@ -167,7 +167,7 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 			if ctx.Err() != nil {
 				return a.cancelled(t)
 			}
-			if uerr.HasCode(err, provider.CodeContextLength) && !retriedContext {
+			if (uerr.HasCode(err, provider.CodeContextLength) || uerr.HasPluginCode(err, provider.CodeContextLength)) && !retriedContext {
 				retriedContext = true
 				t.turn--
 				a.emit(Event{Type: EventNotice, Text: "the conversation no longer fits the model's context window; summarizing it"})
@@ -563,7 +563,7 @@ func (a *Agent) resultMessage(c *call) provider.Message {
 		if errors.Is(e, context.Canceled) {
 			e = uerr.New("CANCELLED", "the call was cancelled", "the user cancelled the task", "")
 		}
-		b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": e.Code, "what": e.What, "why": e.Why, "fix": e.Fix}, "retryable": r.Retryable})
+		b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": e.FullCode(), "what": e.What, "why": e.Why, "fix": e.Fix}, "retryable": r.Retryable})
 		content = string(b)
 	}
 	if c.note != "" {

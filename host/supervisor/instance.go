@@ -1,10 +1,13 @@
 package supervisor
 
 import (
+	"unicode/utf8"
+
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"slices"
 	"strings"
 	"sync"
@@ -85,7 +88,7 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 		SecureConfig:     &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		StartTimeout:     s.opts.StartTimeout,
-		Logger:           s.log.Named(spec.Name),
+		Logger:           newPluginLogger(s.log.Named(spec.Name)),
 		Stderr:           tail,
 	}
 	ls := sandbox.LaunchSpec{
@@ -280,17 +283,22 @@ func (t *tailBuffer) String() string {
 }
 
 // summarizeOutput picks what explains a failure from a plugin's last
-// output: the panic or fatal line if there is one, else the last 400 bytes.
+// output: the panic or fatal line if there is one, else the last 400
+// bytes; escaped (textsafe), since it is the plugin's text.
 func summarizeOutput(out string) string {
 	for _, l := range strings.Split(out, "\n") {
 		l = strings.TrimSpace(l)
 		if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") || strings.HasPrefix(l, "fatal:") {
-			return l
+			return textsafe.Line(l, 400)
 		}
 	}
 	out = strings.TrimSpace(out)
 	if len(out) > 400 {
-		out = "…" + out[len(out)-400:]
+		cut := len(out) - 400
+		for cut < len(out) && !utf8.RuneStart(out[cut]) {
+			cut++
+		}
+		out = "…" + out[cut:]
 	}
-	return out
+	return textsafe.Line(out, 800)
 }

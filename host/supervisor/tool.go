@@ -49,6 +49,9 @@ func (s *Supervisor) ExecuteTool(ctx context.Context, name string, call tool.Cal
 		info = CallInfo{InstanceID: inst.ID, OutDir: inst.OutDir}
 		var err error
 		res, err = c.Execute(ctx, call, onProgress)
+		if res.Err != nil {
+			ownError(name, res.Err)
+		}
 		return err
 	})
 	return res, info, err
@@ -123,7 +126,8 @@ func (s *Supervisor) useInstance(ctx context.Context, name string, kind base.Kin
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := f(cctx, inst); err != nil {
-		if ue, isUser := err.(*uerr.Error); isUser && ue.Code != base.CodeMalformed {
+		ownError(m.spec.Name, err)
+		if ue, isUser := err.(*uerr.Error); isUser && (ue.Plugin != "" || ue.Code != base.CodeMalformed) {
 			// A structured answer from the plugin: it is working as designed.
 			s.succeeded(m)
 			return err
@@ -132,4 +136,20 @@ func (s *Supervisor) useInstance(ctx context.Context, name string, kind base.Kin
 	}
 	s.succeeded(m)
 	return nil
+}
+
+// ownError names the plugin in every plugin-reported error of err's chain
+// that the protocol converter left unnamed (uerr.UnknownPlugin): the text
+// is then shown as this plugin's.
+func ownError(plugin string, err error) {
+	for err != nil {
+		ue, ok := uerr.As(err)
+		if !ok {
+			return
+		}
+		if ue.Plugin == uerr.UnknownPlugin {
+			ue.Plugin = plugin
+		}
+		err = ue.Err
+	}
 }

@@ -97,14 +97,26 @@ func ErrorToProto(err error) *basepb.Error {
 	return &basepb.Error{Code: e.Code, What: e.What, Why: e.Why, Fix: e.Fix}
 }
 
-// ErrorFromProto converts a wire Error into a *uerr.Error (nil for nil).
+// ErrorFromProto converts the wire Error a plugin sent into a *uerr.Error
+// (nil for nil) the kernel can show: built by uerr.FromPlugin, so the code
+// is in the plugin's namespace and every field is escaped and bounded.
+// The plugin's name is uerr.UnknownPlugin until the supervisor sets it.
 func ErrorFromProto(p *basepb.Error) *uerr.Error {
+	if p == nil {
+		return nil
+	}
+	return uerr.FromPlugin(uerr.UnknownPlugin, p.GetCode(), p.GetWhat(), p.GetWhy(), p.GetFix())
+}
+
+// errorFromKernel converts the wire Error the kernel sent a plugin: the
+// kernel's own codes, kept as they are (plugin side only).
+func errorFromKernel(p *basepb.Error) *uerr.Error {
 	if p == nil {
 		return nil
 	}
 	code := p.GetCode()
 	if code == "" {
-		code = "PLUGIN_ERROR"
+		code = "KERNEL_ERROR"
 	}
 	return uerr.New(code, p.GetWhat(), p.GetWhy(), p.GetFix())
 }

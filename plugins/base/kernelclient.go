@@ -33,7 +33,7 @@ func (k *kernelClient) RequestCapability(ctx context.Context, syscall, glob stri
 	if err != nil {
 		return Capability{}, err
 	}
-	if e := ErrorFromProto(r.GetError()); e != nil {
+	if e := errorFromKernel(r.GetError()); e != nil {
 		return Capability{}, e
 	}
 	return Capability{TokenID: r.GetTokenId(), Expires: time.UnixMilli(r.GetExpiresUnixMs())}, nil
@@ -44,7 +44,7 @@ func (k *kernelClient) ReadFile(ctx context.Context, path string, maxBytes int64
 	if err != nil {
 		return nil, "", err
 	}
-	if e := ErrorFromProto(r.GetError()); e != nil {
+	if e := errorFromKernel(r.GetError()); e != nil {
 		return nil, "", e
 	}
 	return r.GetContent(), r.GetSha256(), nil

@@ -39,7 +39,7 @@ func TestEvaluate(t *testing.T) {
 		if _, err := cl.Evaluate(context.Background(), Request{Path: "bad"}); !uerr.HasCode(err, base.CodeMalformed) {
 			t.Fatalf("v%d malformed decision: %v", v, err)
 		}
-		if _, err := cl.Evaluate(context.Background(), Request{Path: "err"}); !uerr.HasCode(err, "EXT_FAIL") {
+		if _, err := cl.Evaluate(context.Background(), Request{Path: "err"}); !uerr.HasPluginCode(err, "EXT_FAIL") {
 			t.Fatalf("v%d error: %v", v, err)
 		}
 		c.Close()

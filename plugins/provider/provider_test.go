@@ -172,7 +172,7 @@ func TestV1RoundTrip(t *testing.T) {
 		t.Fatalf("calls %+v", r.ToolCalls)
 	}
 	_, _, err = collect(t, c, ChatRequest{Model: "fail"})
-	if !uerr.HasCode(err, CodeRateLimited) {
+	if !uerr.HasPluginCode(err, CodeRateLimited) {
 		t.Fatalf("error over v1: %v", err)
 	}
 }
