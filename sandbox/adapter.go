@@ -30,6 +30,7 @@ func LaunchAdapter(ctx context.Context, j *AdapterJail, binary string, logger hc
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           logger,
 		StartTimeout:     30 * time.Second,
+		GRPCDialOptions:  base.DialOptions(0),
 	}
 	ld, err := j.Prepare(ctx, LaunchSpec{Name: "runtime-docker", Kind: "runtime", InstanceID: "adapter", Binary: binary}, cfg)
 	if err != nil {

@@ -21,6 +21,7 @@ const (
 	CodeCircuitOpen      = "PLUGIN_CIRCUIT_OPEN"
 	CodeUnknownPlugin    = "PLUGIN_UNKNOWN"
 	CodeKindUnsupported  = "PLUGIN_KIND_UNSUPPORTED"
+	CodeResponseTooLarge = "PLUGIN_RESPONSE_TOO_LARGE"
 )
 
 // APIVersionError says a plugin and the kernel share no API version. It is

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -50,5 +51,62 @@ func TestPluginLoggerEscapes(t *testing.T) {
 	}
 	if len(s) > 2*maxPluginLogField+1000 {
 		t.Fatalf("log line not bounded: %d bytes", len(s))
+	}
+}
+
+// Point 5: a plugin cannot make the kernel buffer an unbounded message, an
+// unbounded error or an unbounded stream of progress.
+func TestHostileOutputsAreBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	if err := h.sup.Add(fixtureSpec(t, "good", []int{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	call := func(tl, args string, p func(tool.Progress)) (tool.Result, error) {
+		return h.sup.CallTool(context.Background(), "fixture", tool.Call{ID: "h", Tool: tl, Args: json.RawMessage(args)}, p)
+	}
+	cases := []struct {
+		name, tool, args string
+	}{
+		{"huge result", "fx.flood", `{"bytes":67108864}`},
+		{"huge error", "fx.hostile_error", `{"bytes":67108864}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := call(c.tool, c.args, nil)
+			if !uerr.HasCode(err, CodeResponseTooLarge) {
+				t.Fatalf("want %s, got %v", CodeResponseTooLarge, err)
+			}
+		})
+	}
+	t.Run("error fields capped", func(t *testing.T) {
+		res, err := call("fx.hostile_error", `{"bytes":1048576}`, nil)
+		if err != nil || res.Err == nil {
+			t.Fatalf("%v %+v", err, res)
+		}
+		if len(res.Err.Why) > uerr.MaxWhy+32 || len(res.Err.What) > uerr.MaxWhat+32 {
+			t.Fatalf("why %d bytes, what %d bytes", len(res.Err.Why), len(res.Err.What))
+		}
+	})
+	t.Run("progress flood coalesced", func(t *testing.T) {
+		var got []tool.Progress
+		start := time.Now()
+		res, err := call("fx.progress_flood", `{"count":100000,"bytes":100}`, func(p tool.Progress) { got = append(got, p) })
+		elapsed := time.Since(start)
+		if err != nil || !res.OK {
+			t.Fatalf("%v %+v", err, res)
+		}
+		// At most one event per interval, plus the first and the flushed last.
+		if max := int(elapsed/DefaultProgressInterval) + 2; len(got) > max || len(got) == 0 {
+			t.Fatalf("%d progress events passed on in %s (max %d)", len(got), elapsed, max)
+		}
+		for _, p := range got {
+			if len(p.Message) > MaxProgressMessage+32 || strings.ContainsAny(p.Message, "\x1b\r") {
+				t.Fatalf("progress message not bounded/escaped: %d bytes %q", len(p.Message), p.Message[:40])
+			}
+		}
+	})
+	// The plugin was restarted after its oversized messages and still works.
+	if _, err := echo(t, h.sup, "fixture"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -90,6 +90,7 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 		StartTimeout:     s.opts.StartTimeout,
 		Logger:           newPluginLogger(s.log.Named(spec.Name)),
 		Stderr:           tail,
+		GRPCDialOptions:  base.DialOptions(s.opts.MaxRecvBytes),
 	}
 	ls := sandbox.LaunchSpec{
 		Name: spec.Name, Version: spec.Version, Kind: string(spec.Kind), Binary: spec.Binary,

@@ -101,6 +101,14 @@ type Options struct {
 	// BuildCache is the project's build cache directory, mounted writable
 	// for core plugins that declare sandbox.build_cache.
 	BuildCache string
+	// MaxRecvBytes bounds one message received from a plugin (default
+	// base.MaxPluginMessageBytes); a larger one fails the call with
+	// PLUGIN_RESPONSE_TOO_LARGE and is never buffered whole.
+	MaxRecvBytes int
+	// ProgressInterval is the least time between two progress events
+	// passed on for one call (default 100 ms): a flood is coalesced to the
+	// latest event per interval, and the last one is always delivered.
+	ProgressInterval time.Duration
 	// Admission, when set, is asked before every launch whether the plugin
 	// may start in its sandbox (the kernel asks the policy for templates
 	// that need an opt-in); an error refuses the start.
@@ -416,6 +424,14 @@ func (s *Supervisor) fail(m *managed, inst *Instance, callCtx context.Context, e
 		// gRPC's deadline timer can fire a moment before the context's.
 		out = uerr.Wrap(err, CodeCallTimeout, fmt.Sprintf("plugin %s did not answer in time", m.spec.Name),
 			"the call passed its deadline; the plugin was killed and will be restarted", "retry; if it keeps happening the plugin may hang on this input")
+	case status.Code(err) == codes.ResourceExhausted:
+		max := s.opts.MaxRecvBytes
+		if max <= 0 {
+			max = base.MaxPluginMessageBytes
+		}
+		out = uerr.Wrap(err, CodeResponseTooLarge, fmt.Sprintf("plugin %s sent a message larger than the kernel accepts", m.spec.Name),
+			fmt.Sprintf("the kernel reads at most %d bytes per message from a plugin; the message was discarded and the plugin restarted", max),
+			"ask for less (a line range, a narrower search), or fix the plugin to page its output")
 	case errors.Is(callCtx.Err(), context.Canceled):
 		// The caller gave up; the plugin did nothing wrong.
 		return fmt.Errorf("call to %s: %w", m.spec.Name, context.Cause(callCtx))

@@ -86,7 +86,7 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newHarness(t *testing.T, mod func(*Options)) *harness {
+func newHarness(t testing.TB, mod func(*Options)) *harness {
 	t.Helper()
 	ws := t.TempDir()
 	clock := &fakeClock{t: time.Now()}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
@@ -48,7 +49,13 @@ func (s *Supervisor) ExecuteTool(ctx context.Context, name string, call tool.Cal
 		}
 		info = CallInfo{InstanceID: inst.ID, OutDir: inst.OutDir}
 		var err error
-		res, err = c.Execute(ctx, call, onProgress)
+		var report func(tool.Progress)
+		if onProgress != nil {
+			co := newCoalescer(onProgress, s.opts.ProgressInterval, time.Now)
+			defer co.flush()
+			report = co.add
+		}
+		res, err = c.Execute(ctx, call, report)
 		if res.Err != nil {
 			ownError(name, res.Err)
 		}

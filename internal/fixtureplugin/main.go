@@ -126,6 +126,30 @@ func toolSet(name string, sick *atomic.Bool) *pluginsdk.ToolSet {
 				_ = tc.Kernel.ReportProgress(ctx, "called back", 1)
 				return out, nil
 			}},
+			{Def: tool.Def{Name: "fx.kernel_flood", Summary: "call the kernel's ReadFile count times with a path of path_bytes bytes", Parameters: obj}, Handler: func(ctx context.Context, tc *pluginsdk.ToolContext, a json.RawMessage) (any, error) {
+				if tc.Kernel == nil {
+					return nil, errors.New("no kernel callback service")
+				}
+				var args struct {
+					Count     int `json:"count"`
+					PathBytes int `json:"path_bytes"`
+				}
+				_ = json.Unmarshal(a, &args)
+				p := strings.Repeat("a", args.PathBytes)
+				codes := map[string]int{}
+				for i := 0; i < args.Count; i++ {
+					_, _, err := tc.Kernel.ReadFile(ctx, p, 10)
+					switch ue, ok := uerr.As(err); {
+					case err == nil:
+						codes["ok"]++
+					case ok:
+						codes[ue.Code]++
+					default:
+						codes["transport"]++
+					}
+				}
+				return codes, nil
+			}},
 			{Def: tool.Def{Name: "fx.progress", Summary: "report progress three times", Parameters: obj}, Handler: func(_ context.Context, tc *pluginsdk.ToolContext, _ json.RawMessage) (any, error) {
 				for i := 1; i <= 3; i++ {
 					tc.Progress(fmt.Sprintf("step %d", i), float64(i)/3)

@@ -57,7 +57,9 @@ func (c *Client) Configure(ctx context.Context, cfg Config, kernel KernelServer)
 		if c.brokerID == 0 {
 			c.brokerID = c.broker.NextId()
 			go c.broker.AcceptAndServe(c.brokerID, func(opts []grpc.ServerOption) *grpc.Server {
-				s := grpc.NewServer(opts...)
+				// A plugin's callback requests are small; bound what the
+				// kernel buffers per request.
+				s := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(MaxCallbackMessageBytes))...)
 				kernel(s)
 				return s
 			})
