@@ -134,7 +134,7 @@ func conversation(t *testing.T, ctx context.Context, c provider.Client) {
 	// Past the end.
 	past := req3()
 	past.Messages = append(past.Messages, provider.Message{Role: provider.RoleAssistant, Content: "x"}, provider.Message{Role: provider.RoleUser, Content: "more"})
-	if _, err := chat(ctx, c, past); !uerr.HasCode(err, cassette.CodeExhausted) || !strings.Contains(err.Error(), "turn 4") {
+	if _, err := chat(ctx, c, past); !uerr.HasPluginCode(err, cassette.CodeExhausted) || !strings.Contains(err.Error(), "turn 4") {
 		t.Fatalf("past the end: %v", err)
 	}
 	// Cancelled mid-stream: the turn pauses 10 s between events; the call

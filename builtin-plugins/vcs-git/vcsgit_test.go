@@ -144,7 +144,7 @@ func TestStatusDiffLog(t *testing.T) {
 		if err != nil || !strings.Contains(d, "-one") || !strings.Contains(d, "+two") || strings.Contains(d, "README") {
 			t.Fatalf("v%d staged diff (%v):\n%s", v, err, d)
 		}
-		if _, err := c.Diff(ctx, []string{"../etc"}, false); !uerr.HasCode(err, CodeBadPath) {
+		if _, err := c.Diff(ctx, []string{"../etc"}, false); !uerr.HasPluginCode(err, CodeBadPath) {
 			t.Fatalf("v%d diff escape: %v", v, err)
 		}
 		log, err := c.Log(ctx, 1)
@@ -239,7 +239,7 @@ func TestErrors(t *testing.T) {
 	ctx := context.Background()
 	notRepo := t.TempDir()
 	c := client(t, 2, notRepo, t.TempDir())
-	if _, err := c.Status(ctx); !uerr.HasCode(err, CodeNotRepo) {
+	if _, err := c.Status(ctx); !uerr.HasPluginCode(err, CodeNotRepo) {
 		t.Fatalf("not a repo: %v", err)
 	}
 	ws := fixture(t)
@@ -256,12 +256,12 @@ func TestErrors(t *testing.T) {
 		{"author-injection", vcs.CommitRequest{Message: "m", Paths: []string{"README"}, AuthorName: "a>\nparent x", AuthorEmail: "a@b"}, CodeBadRequest},
 		{"through-file", vcs.CommitRequest{Message: "m", Paths: []string{"README/x"}, AuthorName: "a", AuthorEmail: "a@b"}, CodeBadPath},
 	} {
-		if _, err := c.Commit(ctx, tc.req); !uerr.HasCode(err, tc.code) {
+		if _, err := c.Commit(ctx, tc.req); !uerr.HasPluginCode(err, tc.code) {
 			t.Errorf("%s: want %s, got %v", tc.name, tc.code, err)
 		}
 	}
 	gitc(t, ws, "checkout", "-q", "--detach")
-	if _, err := c.Commit(ctx, vcs.CommitRequest{Message: "m", Paths: []string{"README"}, AuthorName: "a", AuthorEmail: "a@b"}); !uerr.HasCode(err, CodeDetached) {
+	if _, err := c.Commit(ctx, vcs.CommitRequest{Message: "m", Paths: []string{"README"}, AuthorName: "a", AuthorEmail: "a@b"}); !uerr.HasPluginCode(err, CodeDetached) {
 		t.Fatalf("detached: %v", err)
 	}
 }
