@@ -316,7 +316,9 @@ func TestV2ProgressAndCancel(t *testing.T) {
 	if err != nil || !r.OK {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[2].Message != "step 3" || got[2].Fraction != 1 {
+	// Coalesced (at most one per 100 ms): the first and the last always
+	// arrive.
+	if n := len(got); n < 2 || n > 3 || got[0].Message != "step 1" || got[n-1].Message != "step 3" || got[n-1].Fraction != 1 {
 		t.Fatalf("progress events: %+v", got)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
