@@ -68,6 +68,20 @@ func TestCannotPoison(t *testing.T) {
 	},
 }
 
+// nodeFixtures are tiny real node projects (node --test).
+var nodeFixtures = map[string]map[string]string{
+	"nodegreen": {
+		"package.json": `{"name":"nodegreen","version":"1.0.0"}`,
+		"add.js":       "exports.add = (a, b) => a + b;\n",
+		"add.test.js":  "const test = require('node:test');\nconst assert = require('node:assert');\nconst { add } = require('./add');\ntest('adds', () => { assert.strictEqual(add(1, 2), 3); });\n",
+	},
+	"nodered": {
+		"package.json": `{"name":"nodered","version":"1.0.0"}`,
+		"add.js":       "exports.add = (a, b) => a + b;\n",
+		"add.test.js":  "const test = require('node:test');\nconst assert = require('node:assert');\nconst { add } = require('./add');\ntest('adds', () => { assert.strictEqual(add(1, 2), 4); });\ntest('ok', () => {});\n",
+	},
+}
+
 // writeGoFixtures writes every fixture as its own module under dir.
 func writeGoFixtures(tb testing.TB, dir string) {
 	tb.Helper()
@@ -77,6 +91,17 @@ func writeGoFixtures(tb testing.TB, dir string) {
 			tb.Fatal(err)
 		}
 		files["go.mod"] = "module example.com/" + name + "\n\ngo 1.22\n"
+		for f, c := range files {
+			if err := os.WriteFile(filepath.Join(d, f), []byte(c), 0o644); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	for name, files := range nodeFixtures {
+		d := filepath.Join(dir, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			tb.Fatal(err)
+		}
 		for f, c := range files {
 			if err := os.WriteFile(filepath.Join(d, f), []byte(c), 0o644); err != nil {
 				tb.Fatal(err)

@@ -98,6 +98,10 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 		if len(unfinished) > 0 {
 			run.Summary += "; still running: " + clip(strings.Join(unfinished, ", "), 1024)
 		}
+		if len(run.Tests) == 0 && len(run.BuildErrors) == 0 {
+			// Killed while compiling: what was compiled is in the cache.
+			run.Summary += "; the build had not finished (a first run on an empty build cache compiles the standard library); run test.run again: the cache keeps what was built"
+		}
 	case res.err != nil:
 		run.Status = testrun.RunnerError
 		run.Summary = "go test could not run: " + res.err.Error()
@@ -106,7 +110,7 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 		}
 	case run.Status == "" && res.exitCode != 0:
 		run.Status = testrun.RunnerError
-		run.Summary = "go test failed before running anything: " + clip(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024)
+		run.Summary = fmt.Sprintf("go test failed before running anything (%s): %s", res.state, clip(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024))
 	}
 	if run.Status == testrun.Red || run.Status == testrun.Green {
 		if j.args.Coverage {

@@ -85,6 +85,11 @@ var classCases = []classCase{
 		}
 	}},
 	{"no tests", `{"path":"notests"}`, testrun.NoTests, nil},
+	{"coverage", `{"path":"green","coverage":true}`, testrun.Green, func(t *testing.T, r testrun.Run) {
+		if r.Coverage == nil || r.Coverage.Percent != 100 || r.Coverage.Files["green/a.go"] != 100 {
+			t.Errorf("coverage %+v", r.Coverage)
+		}
+	}},
 	{"panic", `{"path":"panic"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
 		if r.Counts.Failed != 1 || !strings.Contains(r.Tests[0].Message, "assignment to entry in nil map") {
 			t.Errorf("tests %+v", r.Tests)
@@ -96,6 +101,16 @@ var classCases = []classCase{
 		}
 	}},
 	{"cannot poison", `{"path":"poison"}`, testrun.Green, nil},
+	{"node green", `{"path":"nodegreen"}`, testrun.Green, func(t *testing.T, r testrun.Run) {
+		if r.Runner != "node" || r.Counts != (testrun.Counts{Passed: 1}) {
+			t.Errorf("runner %s counts %+v", r.Runner, r.Counts)
+		}
+	}},
+	{"node red", `{"path":"nodered"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if r.Counts != (testrun.Counts{Passed: 1, Failed: 1}) || r.Tests[0].Name != "adds" || !strings.Contains(r.Tests[0].Message, "3 !== 4") {
+			t.Errorf("tests %+v", r.Tests)
+		}
+	}},
 }
 
 func TestClassifyInProcess(t *testing.T) {

@@ -274,6 +274,7 @@ type command struct {
 type cmdResult struct {
 	stdout   []byte
 	exitCode int
+	state    string // how the process ended ("exit status 2", "signal: killed")
 	timedOut bool
 	err      error // could not start, or killed for another reason
 }
@@ -310,7 +311,7 @@ func (j *job) execute(ctx context.Context, c command, stdout *capBuffer) cmdResu
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
-		res.exitCode = ee.ExitCode()
+		res.exitCode, res.state = ee.ExitCode(), ee.ProcessState.String()
 	default:
 		res.err, res.exitCode = err, -1
 	}
