@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fluffy-waffle/fluffy/host/agent"
+)
+
+// demoProject copies examples/parseconfig into a fresh git repository and
+// points its config at the replay cassette (copied into .fluffy/, which the
+// kernel reads and no plugin sees).
+func demoProject(t *testing.T, fluffy, home, cassette string) string {
+	t.Helper()
+	ws := t.TempDir()
+	cp := exec.Command("cp", "-r", "../../examples/parseconfig/.", ws)
+	if out, err := cp.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first"}} {
+		g := exec.Command("git", args...)
+		g.Dir = ws
+		if out, err := g.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	os.MkdirAll(filepath.Join(ws, ".fluffy"), 0o755)
+	data, err := os.ReadFile(cassette)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cas := filepath.Join(ws, ".fluffy", "cassette.jsonl")
+	os.WriteFile(cas, data, 0o644)
+	for _, kv := range [][2]string{{"provider", "replay"}, {"providers.replay.cassette", cas}} {
+		c := exec.Command(fluffy, "config", "set", "--project", kv[0], kv[1])
+		c.Dir, c.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("config set %v: %v %s", kv, err, out)
+		}
+	}
+	return ws
+}
+
+// TestOneShotTaskFromTheCLI runs `fluffy --json "task"` as a person's shell
+// would (a local kernel process, plugins in L2 containers): the exit code
+// is 0, stdout is JSON lines ending with done, and git has the commit.
+func TestOneShotTaskFromTheCLI(t *testing.T) {
+	needDockerCLI(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("needs git")
+	}
+	fluffy := fluffyLayout(t, "tool-test", "provider-replay", "vcs-git")
+	home, err := os.MkdirTemp("", "fh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	ws := demoProject(t, fluffy, home, "../../examples/cassettes/parseconfig.jsonl")
+	cmd := exec.Command(fluffy, "--json", "--l1", "none", "add error handling to parseConfig")
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_RUNTIME_ADAPTER="+filepath.Join(filepath.Dir(fluffy), "plugins", "runtime-docker", "runtime-docker"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	t.Cleanup(func() {
+		stop := exec.Command(fluffy, "kernel", "stop")
+		stop.Dir, stop.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home)
+		_ = stop.Run()
+	})
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var last agent.Event
+	n := 0
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	for sc.Scan() {
+		var ev agent.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("stdout line is not a JSON event: %q", sc.Text())
+		}
+		last, n = ev, n+1
+	}
+	if code != 0 || last.Type != agent.EventDone || last.Done == nil || last.Done.Status != agent.StatusDone {
+		t.Fatalf("exit %d, %d events, last %+v\nstderr:\n%s", code, n, last, stderr.String())
+	}
+	g := exec.Command("git", "log", "--oneline")
+	g.Dir = ws
+	log, _ := g.Output()
+	if len(strings.Split(strings.TrimSpace(string(log)), "\n")) != 2 {
+		t.Fatalf("want the task's commit on top:\n%s", log)
+	}
+}
