@@ -89,7 +89,7 @@ type fixture struct {
 	respond func(call tool.Call) (tool.Result, error)
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	m, err := manifests.Parse("plugin.yaml", []byte(demoManifest))
 	if err != nil {
