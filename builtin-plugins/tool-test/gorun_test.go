@@ -151,3 +151,29 @@ func TestClassifyInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFinishBounds: a run with thousands of failures stays a valid,
+// bounded result (the router refuses outputs over 2 MiB).
+func TestFinishBounds(t *testing.T) {
+	r := testrun.Run{Status: testrun.Red, Runner: "go"}
+	for i := 0; i < 20000; i++ {
+		st := testrun.Fail
+		if i%2 == 0 {
+			st = testrun.Pass
+		}
+		r.Tests = append(r.Tests, testrun.Test{Name: "TestX" + strings.Repeat("y", 50), Package: "example.com/p", Status: st, Message: strings.Repeat("m", maxMessageBytes)})
+	}
+	r.Output = strings.Repeat("o", 1<<20)
+	finish(&r)
+	b, _ := json.Marshal(r)
+	if len(b) > 2<<20 {
+		t.Fatalf("result is %d bytes", len(b))
+	}
+	got, err := testrun.Decode(b)
+	if err != nil || got.Counts != (testrun.Counts{Passed: 10000, Failed: 10000}) || got.Status != testrun.Red {
+		t.Fatalf("decode: %v counts %+v", err, got.Counts)
+	}
+	if len(got.Summary)+len(got.Output) > testrun.MaxTextBytes {
+		t.Fatalf("text %d bytes", len(got.Summary)+len(got.Output))
+	}
+}

@@ -37,6 +37,8 @@ const (
 	deadlineMargin = 5 * time.Second
 	// maxMessageBytes bounds one test's failure output.
 	maxMessageBytes = 2 << 10
+	// maxMessagesBytes bounds all failure messages of one result together.
+	maxMessagesBytes = 256 << 10
 	// maxPassingListed bounds how many passing tests are listed one by
 	// one (failures and skips always are; Counts are always exact).
 	maxPassingListed = 1000
@@ -216,6 +218,20 @@ func finish(r *testrun.Run) {
 	r.Tests = append(append(failed, skipped...), passed...)
 	if len(r.Tests) > testrun.MaxTests {
 		r.Tests = r.Tests[:testrun.MaxTests]
+	}
+	// Messages share one budget, so the whole result stays well under the
+	// router's output limit however many tests fail; the log has them all.
+	budget := maxMessagesBytes
+	for i := range r.Tests {
+		m := r.Tests[i].Message
+		if len(m) > budget {
+			m = ""
+			if budget > 0 {
+				m = tailClip(r.Tests[i].Message, budget)
+			}
+		}
+		budget -= len(m)
+		r.Tests[i].Message = m
 	}
 	if len(r.BuildErrors) > testrun.MaxBuildErrors {
 		r.BuildErrors = r.BuildErrors[:testrun.MaxBuildErrors]
