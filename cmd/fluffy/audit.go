@@ -194,7 +194,21 @@ func auditVerify(e *env, args []string) error {
 		for _, b := range rep.Breaks {
 			fmt.Fprintf(e.stdout, "BREAK at %d: %s\n", b.ID, textsafe.Line(b.Reason, 400))
 		}
-		if rep.OK() {
+		// A deletion is shown as such: "chain OK" never hides that the
+		// chain begins after records retention removed.
+		if h := rep.Horizon; h != nil {
+			switch {
+			case h.RecordedBy != 0 && h.FromID != 0:
+				fmt.Fprintf(e.stdout, "records %d..%d were removed by retention (%s); stated by record %d\n", h.FromID, h.FirstKept-1, textsafe.Line(h.Reason, 20), h.RecordedBy)
+			case h.RecordedBy != 0:
+				fmt.Fprintf(e.stdout, "records before %d were removed by retention (%s); stated by record %d\n", h.FirstKept, textsafe.Line(h.Reason, 20), h.RecordedBy)
+			case !rep.All:
+				fmt.Fprintf(e.stdout, "records before %d were removed by retention (verify --all matches the record stating it)\n", h.FirstKept)
+			}
+		}
+		if rep.OK() && rep.Horizon != nil {
+			fmt.Fprintf(e.stdout, "chain OK from record %d (older records removed, see above)\n", rep.Horizon.FirstKept)
+		} else if rep.OK() {
 			fmt.Fprintln(e.stdout, "chain OK")
 		}
 	}

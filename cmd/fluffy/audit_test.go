@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/go-hclog"
@@ -142,5 +143,49 @@ func TestAuditLogEscapesPluginText(t *testing.T) {
 	s := out.String()
 	if strings.ContainsAny(s, "\x1b\x07\u202e") || strings.Count(s, "\n") != 2 {
 		t.Fatalf("raw control characters or forged lines in audit log:\n%q", s)
+	}
+}
+
+type stepClock struct{ t time.Time }
+
+func (c *stepClock) Now() time.Time { return c.t }
+
+// A retention removal is shown by `audit verify` as such, not as a bare
+// "chain OK".
+func TestAuditVerifyShowsRetention(t *testing.T) {
+	project := t.TempDir()
+	clk := &stepClock{t: time.Now().Add(-72 * time.Hour)}
+	l, err := audit.Open(context.Background(), audit.Options{Dir: store.DefaultDir(project), Clock: clk,
+		Retention: audit.Retention{MaxAge: 48 * time.Hour, MaxBytes: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := l.Append(context.Background(), audit.Event{Type: audit.EventSyscall, SyscallType: "fs.read"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.t = time.Now()
+	if _, err := l.Append(context.Background(), audit.Event{Type: audit.EventSyscall, SyscallType: "fs.read"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ApplyRetention(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"audit", "verify", "--project", project, "--all"}, {"audit", "verify", "--project", project}} {
+		e, out, errb := auditTestEnv()
+		if code := run(args, e); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb)
+		}
+		s := out.String()
+		if !strings.Contains(s, "removed by retention") || !strings.Contains(s, "chain OK from record 6") {
+			t.Fatalf("%v does not show the removal:\n%s", args, s)
+		}
+		if args[len(args)-1] == "--all" && !strings.Contains(s, "records 1..5 were removed by retention (age)") {
+			t.Fatalf("--all does not name the removal:\n%s", s)
+		}
 	}
 }

@@ -39,4 +39,16 @@
 //	a/r/<id, 8 bytes big-endian>   record (so keys sort by id)
 //	a/s/<id>                       marks the first record of a chain segment
 //	a/m/horizon                    first id kept after retention + its prev_hash
+//
+// # Bounds and retention
+//
+// Every string field is bounded (MaxFieldBytes, deny_reason MaxReasonBytes,
+// at most MaxMetadataKeys metadata entries): a longer value keeps its first
+// bytes followed by "…[truncated: N bytes, sha256:HEX]" over the original.
+// Retention removes records older than MaxAge, and the oldest days while
+// the log is over MaxBytes — but never a record younger than MinAge: then
+// it records audit_storage_critical with "blocked" and logs an error. Each
+// removal is recorded as audit_archive_deleted (from_id, to_id, first_kept,
+// last_hash); Verify reports the horizon it starts from (Report.Horizon)
+// and, over all records, a horizon that no such record states is a break.
 package audit

@@ -345,7 +345,12 @@ func (l *Log) kickLocked() {
 	}
 }
 
+// preCap bounds the text a summary is made from, so redaction never
+// scans megabytes to keep 500 runes.
+func preCap(s string) string { return s[:runeCut(s, redactWindow)] }
+
 // build validates ev and turns it into a record without id or hashes.
+// Every string is bounded (fields.go).
 func (l *Log) build(ev Event) (Record, error) {
 	if err := validType(ev.Type); err != nil {
 		return Record{}, err
@@ -358,26 +363,24 @@ func (l *Log) build(ev Event) (Record, error) {
 	if caller == "" {
 		caller = "kernel"
 	}
-	md := make(map[string]string, len(ev.Metadata)+1)
-	for k, v := range ev.Metadata {
-		md[validUTF8(k)] = l.red.Redact(validUTF8(v))
-	}
+	md := l.boundMetadata(ev.Metadata)
+	f := func(v string) string { return l.bound(v, MaxFieldBytes, false) }
 	return Record{
 		EventType:         ev.Type,
-		SyscallType:       validUTF8(ev.SyscallType),
-		ToolName:          validUTF8(ev.ToolName),
-		Caller:            validUTF8(caller),
-		SessionID:         validUTF8(ev.SessionID),
-		SessionMode:       validUTF8(ev.SessionMode),
-		StateMachineState: validUTF8(ev.State),
-		PolicyDecision:    validUTF8(ev.PolicyDecision),
-		PolicyRuleName:    validUTF8(ev.PolicyRule),
-		CapabilityID:      validUTF8(ev.CapabilityID),
-		DenyReason:        l.red.Redact(validUTF8(ev.DenyReason)),
-		InputSummary:      l.red.Summary(ev.Input, SummaryLimit),
-		OutputSummary:     l.red.Summary(ev.Output, SummaryLimit),
+		SyscallType:       f(ev.SyscallType),
+		ToolName:          f(ev.ToolName),
+		Caller:            f(caller),
+		SessionID:         f(ev.SessionID),
+		SessionMode:       f(ev.SessionMode),
+		StateMachineState: f(ev.State),
+		PolicyDecision:    f(ev.PolicyDecision),
+		PolicyRuleName:    f(ev.PolicyRule),
+		CapabilityID:      f(ev.CapabilityID),
+		DenyReason:        l.bound(ev.DenyReason, MaxReasonBytes, true),
+		InputSummary:      l.red.Summary(preCap(ev.Input), SummaryLimit),
+		OutputSummary:     l.red.Summary(preCap(ev.Output), SummaryLimit),
 		DurationMS:        ev.Duration.Milliseconds(),
-		SandboxID:         validUTF8(ev.SandboxID),
+		SandboxID:         f(ev.SandboxID),
 		Metadata:          md,
 	}, nil
 }

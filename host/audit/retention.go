@@ -21,14 +21,36 @@ type Retention struct {
 	MaxAge time.Duration
 	// MaxBytes bounds the stored records (default 1 GiB; < 0 disables).
 	// Over 80% records audit_storage_warning, over 95%
-	// audit_storage_critical, over 100% removes the oldest days.
+	// audit_storage_critical, over 100% removes the oldest days — but
+	// never a record younger than MinAge.
 	MaxBytes int64
+	// MinAge protects recent history from the size bound (default 30
+	// days; < 0 disables the protection): records younger than this are
+	// never removed to satisfy MaxBytes, however much was written. Over
+	// the bound with nothing old enough, retention records
+	// audit_storage_critical with "blocked" and logs an error instead, so
+	// a flood cannot erase what happened just before it.
+	MinAge time.Duration
 }
 
 // Defaults from seed 000.
 const (
 	DefaultMaxAge   = 90 * 24 * time.Hour
 	DefaultMaxBytes = 1 << 30
+	DefaultMinAge   = 30 * 24 * time.Hour
+)
+
+// Metadata keys of audit_archive_deleted (besides MetaFromID, MetaToID).
+const (
+	// MetaFirstKept is the first id kept after the removal.
+	MetaFirstKept = "first_kept"
+	// MetaLastHash is the hash of the last record removed: the prev_hash
+	// the first kept record links to. Verify matches the retention horizon
+	// against it.
+	MetaLastHash = "last_hash"
+	// MetaBlocked on audit_storage_critical: the size bound is exceeded
+	// but every record is younger than MinAge, so none was removed.
+	MetaBlocked = "blocked"
 )
 
 func (r *Retention) validate() error {
@@ -37,6 +59,9 @@ func (r *Retention) validate() error {
 	}
 	if r.MaxBytes == 0 {
 		r.MaxBytes = DefaultMaxBytes
+	}
+	if r.MinAge == 0 {
+		r.MinAge = DefaultMinAge
 	}
 	if r.MaxAge > 0 && r.MaxAge < time.Hour {
 		return uerr.New(CodeBadRetention, fmt.Sprintf("audit retention of %s is too short", r.MaxAge),
@@ -56,6 +81,8 @@ type Removal struct {
 	ToID   uint64 `json:"to_id"`
 	Count  uint64 `json:"count"`
 	Bytes  int64  `json:"bytes"`
+	// LastHash is the hash of the last record removed.
+	LastHash Hash `json:"last_hash"`
 }
 
 // RetentionReport says what ApplyRetention found and did.
@@ -64,6 +91,9 @@ type RetentionReport struct {
 	MaxBytes   int64     `json:"max_bytes"`
 	Level      EventType `json:"level,omitempty"` // storage warning/critical event recorded, if any
 	Removed    []Removal `json:"removed,omitempty"`
+	// Blocked is set when the log is over MaxBytes but nothing older than
+	// MinAge was left to remove.
+	Blocked bool `json:"blocked,omitempty"`
 }
 
 // ApplyRetention enforces o.Retention now. The kernel calls it at start and
@@ -102,16 +132,16 @@ func (l *Log) ApplyRetention(ctx context.Context) (RetentionReport, error) {
 	case pct > 0.80:
 		rep.Level = EventAuditStorageWarning
 	}
-	if rep.Level != "" {
-		if _, err := l.Append(ctx, Event{Type: rep.Level, Caller: "kernel", Metadata: map[string]string{
-			"usage_bytes": strconv.FormatInt(usage, 10), "max_bytes": strconv.FormatInt(l.o.Retention.MaxBytes, 10),
-			"percent": strconv.FormatFloat(pct*100, 'f', 1, 64)}}); err != nil {
-			return rep, err
-		}
+	protect := int64(0) // records at or after this time are never removed for size
+	if l.o.Retention.MinAge > 0 {
+		protect = now.Add(-l.o.Retention.MinAge).UnixMilli()
 	}
 	for usage > l.o.Retention.MaxBytes {
 		var day string
 		rm, err := l.removeLeading(ctx, "size", func(r *Record, id uint64) bool {
+			if protect != 0 && r.Timestamp >= protect {
+				return false
+			}
 			d := r.Time().UTC().Format(time.DateOnly)
 			if day == "" {
 				day = d
@@ -122,11 +152,29 @@ func (l *Log) ApplyRetention(ctx context.Context) (RetentionReport, error) {
 			return rep, err
 		}
 		if rm.Count == 0 {
+			rep.Blocked = true
 			break
 		}
 		usage -= rm.Bytes
 		rep.Removed = append(rep.Removed, rm)
 		if err := l.recordRemovals(ctx, []Removal{rm}); err != nil {
+			return rep, err
+		}
+	}
+	if rep.Blocked {
+		// Loudly: the bound is exceeded and stays so until records age.
+		rep.Level = EventAuditStorageCritical
+		l.log.Error("AUDIT LOG OVER ITS SIZE BOUND: nothing was removed, every remaining record is younger than the protected age",
+			"usage_bytes", usage, "max_bytes", l.o.Retention.MaxBytes, "min_age", l.o.Retention.MinAge.String())
+	}
+	if rep.Level != "" {
+		md := map[string]string{
+			"usage_bytes": strconv.FormatInt(rep.UsageBytes, 10), "max_bytes": strconv.FormatInt(l.o.Retention.MaxBytes, 10),
+			"percent": strconv.FormatFloat(pct*100, 'f', 1, 64)}
+		if rep.Blocked {
+			md[MetaBlocked] = "records younger than " + l.o.Retention.MinAge.String() + " are never removed to satisfy the size bound; free space or raise max_size"
+		}
+		if _, err := l.Append(ctx, Event{Type: rep.Level, Caller: "kernel", Metadata: md}); err != nil {
 			return rep, err
 		}
 	}
@@ -137,7 +185,8 @@ func (l *Log) recordRemovals(ctx context.Context, rms []Removal) error {
 	for _, rm := range rms {
 		_, err := l.Append(ctx, Event{Type: EventAuditArchiveDeleted, Caller: "kernel", Metadata: map[string]string{
 			metaReasonKey: rm.Reason, MetaFromID: strconv.FormatUint(rm.FromID, 10), MetaToID: strconv.FormatUint(rm.ToID, 10),
-			"count": strconv.FormatUint(rm.Count, 10), "bytes": strconv.FormatInt(rm.Bytes, 10)}})
+			"count": strconv.FormatUint(rm.Count, 10), "bytes": strconv.FormatInt(rm.Bytes, 10),
+			MetaFirstKept: strconv.FormatUint(rm.ToID+1, 10), MetaLastHash: rm.LastHash.String()}})
 		if err != nil {
 			return err
 		}
@@ -218,6 +267,7 @@ func (l *Log) removeLeading(ctx context.Context, reason string, pred func(*Recor
 	if err != nil || rm.Count == 0 {
 		return rm, err
 	}
+	rm.LastHash = lastHash
 	wb := l.bdb.NewWriteBatch()
 	defer wb.Cancel()
 	for _, k := range keys {

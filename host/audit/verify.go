@@ -53,6 +53,25 @@ type Report struct {
 	// Breaks lists where the chain fails, first first (at most 100).
 	Breaks      []Break `json:"breaks,omitempty"`
 	TotalBreaks int     `json:"total_breaks"`
+	// Horizon is set when retention removed the oldest records: the chain
+	// checked begins after a deletion, and verify says so.
+	Horizon *Horizon `json:"horizon,omitempty"`
+}
+
+// Horizon describes the retention horizon a verification started from.
+type Horizon struct {
+	// FirstKept is the first id kept; LastRemovedHash the hash of the last
+	// record removed (the first kept record's prev_hash).
+	FirstKept       uint64 `json:"first_kept"`
+	LastRemovedHash Hash   `json:"last_removed_hash"`
+	// RecordedBy is the audit_archive_deleted record stating this removal
+	// (its first_kept and last_hash match), 0 if none was seen. A full
+	// verification without one is a break: records were removed outside
+	// retention.
+	RecordedBy uint64 `json:"recorded_by,omitempty"`
+	// Reason and FromID come from that record ("age" or "size").
+	Reason string `json:"reason,omitempty"`
+	FromID uint64 `json:"from_id,omitempty"`
 }
 
 // OK reports whether no break was found.
@@ -91,6 +110,42 @@ type verifier struct {
 	anchorID   uint64
 	anchorHash Hash
 	anchorHas  bool // anchorHash is known
+	// horizon, when set, is matched against audit_archive_deleted records.
+	horizon *Horizon
+}
+
+var archiveDeletedPrefix = appendString(nil, string(EventAuditArchiveDeleted))
+
+// noteRemoval matches an audit_archive_deleted record against the horizon.
+func (v *verifier) noteRemoval(key uint64, body []byte) {
+	if v.horizon == nil || !bytes.HasPrefix(body[hdrLen:], archiveDeletedPrefix) {
+		return
+	}
+	r, err := decode(append(body[:len(body):len(body)], make([]byte, hashLen)...))
+	if err != nil {
+		return
+	}
+	fk, _ := strconv.ParseUint(r.Metadata[MetaFirstKept], 10, 64)
+	if fk == 0 { // written before first_kept existed
+		to, _ := strconv.ParseUint(r.Metadata[MetaToID], 10, 64)
+		fk = to + 1
+	}
+	if fk != v.horizon.FirstKept {
+		return
+	}
+	if h, ok := r.Metadata[MetaLastHash]; ok && h != v.horizon.LastRemovedHash.String() {
+		return
+	}
+	v.horizon.RecordedBy, v.horizon.Reason = key, r.Metadata[metaReasonKey]
+	v.horizon.FromID, _ = strconv.ParseUint(r.Metadata[MetaFromID], 10, 64)
+}
+
+// finishHorizon reports a horizon no retention record states.
+func (v *verifier) finishHorizon() {
+	if v.horizon == nil || v.horizon.RecordedBy != 0 {
+		return
+	}
+	v.brk(v.horizon.FirstKept, fmt.Sprintf("records before %d were removed without an audit_archive_deleted record stating it (removed outside fluffy's retention, or its record was lost)", v.horizon.FirstKept))
 }
 
 func (v *verifier) brk(id uint64, reason string) {
@@ -154,6 +209,7 @@ func (v *verifier) next(key uint64, val []byte) {
 		v.brk(key, "hash does not match the record's content (record altered)")
 		return
 	}
+	v.noteRemoval(key, body)
 	var prev Hash
 	copy(prev[:], body[17:49])
 	if wantKnown && prev == want {
@@ -213,8 +269,14 @@ func (l *Log) verifyAll(ctx context.Context) (Report, error) {
 		if ok {
 			from = h.firstID
 			v.anchorSet, v.anchorID, v.anchorHash, v.anchorHas = true, h.firstID, h.prev, true
+			v.horizon = &Horizon{FirstKept: h.firstID, LastRemovedHash: h.prev}
+			rep.Horizon = v.horizon
 		}
-		return l.walk(ctx, txn, v, from)
+		if err := l.walk(ctx, txn, v, from); err != nil {
+			return err
+		}
+		v.finishHorizon()
+		return nil
 	})
 	if err != nil {
 		return rep, uerr.Wrap(err, CodeReadFailed, "cannot read the audit log", err.Error(), "check the database with `fluffy audit stats`")
@@ -237,6 +299,12 @@ func (l *Log) verifyTail(ctx context.Context) (Report, error) {
 		from := uint64(1)
 		if last > uint64(l.o.TailVerify) {
 			from = last - uint64(l.o.TailVerify) + 1
+		}
+		if hok {
+			// A tail check does not read back to the record of the
+			// removal; it still says there was one (--all matches it).
+			v.horizon = &Horizon{FirstKept: h.firstID, LastRemovedHash: h.prev}
+			rep.Horizon = v.horizon
 		}
 		seg, sok := lastSegment(txn)
 		if sok && seg > from && seg <= last {
@@ -351,6 +419,10 @@ func VerifyJSONL(ctx context.Context, r io.Reader) (Report, error) {
 			}
 			if h.AnchorID != 0 {
 				v.anchorSet, v.anchorID, v.anchorHash, v.anchorHas = true, h.AnchorID, h.AnchorPrev, true
+				if h.AnchorID > 1 {
+					v.horizon = &Horizon{FirstKept: h.AnchorID, LastRemovedHash: h.AnchorPrev}
+					rep.Horizon = v.horizon
+				}
 			}
 			continue
 		}
@@ -373,6 +445,7 @@ func VerifyJSONL(ctx context.Context, r io.Reader) (Report, error) {
 	if err := sc.Err(); err != nil {
 		return rep, uerr.Wrap(err, CodeBadExport, "cannot read the export", fmt.Sprintf("after line %d: %v", line, err), "check the file is a complete JSONL export")
 	}
+	v.finishHorizon()
 	if rep.Checked == 0 && rep.TotalBreaks == 0 {
 		return rep, uerr.New(CodeBadExport, "the export holds no records", "nothing to verify", "export with `fluffy audit export` from a project with audit records")
 	}

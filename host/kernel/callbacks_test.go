@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
@@ -28,6 +29,9 @@ tags: [core_plugin]
 tools:
   - name: fx.kernel
     summary: "call the kernel back"
+    parameters: {type: object}
+  - name: fx.kernel_flood
+    summary: "flood the kernel with callbacks"
     parameters: {type: object}
 `
 
@@ -87,7 +91,7 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 	if denied["content"] != "" || !strings.Contains(denied["read_error"], "POLICY_DENIED") || !strings.Contains(denied["capability_error"], "POLICY_DENIED") {
 		t.Fatalf("secret read must be refused: %v", denied)
 	}
-	if len(progress) == 0 || !strings.Contains(progress[len(progress)-1], "fixture: called back") {
+	if len(progress) == 0 || !strings.Contains(progress[len(progress)-1], "plugin fixture says: called back") {
 		t.Fatalf("progress not relayed: %v", progress)
 	}
 	k.Audit.Flush()
@@ -116,4 +120,40 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 			t.Fatalf("%s must be refused: %v", p, db)
 		}
 	}
+
+	// Issue 10 point 6: a flood of callbacks with 60 KB paths is
+	// rate-limited per instance, and what it leaves in the audit log is
+	// bounded per record.
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(k.Audit.Flush())
+	before, err := k.Audit.Stats(ctx)
+	must(err)
+	start := time.Now()
+	r, err := k.Plugins.CallTool(ctx, "fixture", tool.Call{ID: "f", Tool: "fx.kernel_flood", Args: json.RawMessage(`{"count":2000,"path_bytes":60000}`)}, nil)
+	elapsed := time.Since(start)
+	if err != nil || !r.OK {
+		t.Fatalf("%v %+v", err, r)
+	}
+	codes := map[string]int{}
+	must(json.Unmarshal(r.Output, &codes))
+	allowed := 2000 - codes[CodeRateLimited]
+	if max := CallbackBurst + int(elapsed.Seconds()*CallbackRate) + 1; allowed > max || codes["transport"] != 0 {
+		t.Fatalf("%d callbacks served in %s (at most %d): %v", allowed, elapsed, max, codes)
+	}
+	must(k.Audit.Flush())
+	after, err := k.Audit.Stats(ctx)
+	must(err)
+	recs := after.Records - before.Records
+	if recs > uint64(2*allowed+2) {
+		t.Fatalf("%d audit records for %d served callbacks", recs, allowed)
+	}
+	if grew := after.Bytes - before.Bytes; recs > 0 && grew/int64(recs) > 16<<10 {
+		t.Fatalf("audit grew %d bytes for %d records", grew, recs)
+	}
+	t.Logf("flood: %v in %s, %d audit records, %d bytes", codes, elapsed, recs, after.Bytes-before.Bytes)
 }
