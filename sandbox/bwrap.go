@@ -72,6 +72,11 @@ type AdapterJail struct {
 	// /var/run/docker.sock, or DOCKER_HOST's unix:// path).
 	EngineSocket string
 	Logger       hclog.Logger
+	// InL1 says the kernel itself runs in fluffy's L1 container, which
+	// confines the adapter in bubblewrap's place (read-only root, no
+	// capabilities, only the home, the project and the engine socket):
+	// running it without bubblewrap there is expected, not an alarm.
+	InL1 bool
 
 	once   sync.Once
 	bwrap  string
@@ -91,7 +96,9 @@ func (a *AdapterJail) probe() {
 			a.Logger = hclog.NewNullLogger()
 		}
 		a.bwrap, a.reason = BwrapUsable()
-		if a.reason != nil {
+		if a.reason != nil && a.InL1 {
+			a.Logger.Info("the runtime adapter runs without bubblewrap, confined by the L1 container", "reason", a.reason.Error())
+		} else if a.reason != nil {
 			a.Logger.Warn("!!! RUNTIME ADAPTER IS NOT JAILED: bubblewrap is unavailable, so the container-runtime adapter runs as a plain subprocess with full access to this user's files. Install bubblewrap (`apt install bubblewrap`) to confine it.", "reason", a.reason.Error())
 		}
 	})
@@ -170,7 +177,7 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 	}
 	if tpl, err := LookupTemplate(templateOf(spec)); err == nil && tpl.RunsCode {
 		for _, t := range toolchainMounts(spec.Toolchains) {
-			j.ro = append(j.ro, [2]string{t.Path, t.Path})
+			j.ro = append(j.ro, [2]string{t.local(), t.Path})
 		}
 		cache := ""
 		if spec.BuildCache != "" {

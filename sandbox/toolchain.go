@@ -45,6 +45,17 @@ type Toolchain struct {
 	// Env, if set, names an environment variable set to Path inside
 	// (GOMODCACHE, CARGO_HOME, ...).
 	Env string `yaml:"env,omitempty"`
+	// Local is where the kernel itself sees Path when that differs (the
+	// kernel in L1 sees the host's root at /host); "" means Path.
+	Local string `yaml:"-"`
+}
+
+// local is the path the kernel can read the toolchain at.
+func (t Toolchain) local() string {
+	if t.Local != "" {
+		return t.Local
+	}
+	return t.Path
 }
 
 // guestReserved are paths of the L2 layout a toolchain may neither be,
@@ -113,7 +124,11 @@ func ParseToolchains(node *yaml.Node, home, hostRoot string) (tcs []Toolchain, s
 			skipped = append(skipped, p)
 			continue
 		}
-		tcs = append(tcs, Toolchain{Path: p, Env: t.Env})
+		tc := Toolchain{Path: p, Env: t.Env}
+		if hostRoot != "" && hostRoot != "/" {
+			tc.Local = filepath.Join(hostRoot, p)
+		}
+		tcs = append(tcs, tc)
 	}
 	return tcs, skipped, nil
 }
@@ -164,7 +179,7 @@ func toolchainMounts(tcs []Toolchain) []Toolchain {
 func toolchainEnv(tcs []Toolchain, cache string) []string {
 	var env, path []string
 	for _, t := range tcs {
-		if fi, err := os.Stat(filepath.Join(t.Path, "bin")); err == nil && fi.IsDir() {
+		if fi, err := os.Stat(filepath.Join(t.local(), "bin")); err == nil && fi.IsDir() {
 			path = append(path, filepath.Join(t.Path, "bin"))
 		}
 		if t.Env != "" {

@@ -264,6 +264,14 @@ func (b *bootstrap) startL1(ctx context.Context, exe, image string) error {
 	_, _ = rand.Read(r[:])
 	b.l1Name = b.containerName() + "-" + hex.EncodeToString(r[:])
 	args := append([]string{"run", "-d", "--name", b.l1Name}, l1Flags...)
+	if os.Getuid() == 0 {
+		// fluffy run as root: the kernel hands each L2 output directory to
+		// the sandbox group (chown), reads what the sandbox user wrote and
+		// removes it afterwards. Root without these three file
+		// capabilities cannot; a non-root user's kernel needs none (it
+		// uses its own group). The rest stays dropped.
+		args = append(args, "--cap-add", "CHOWN", "--cap-add", "DAC_OVERRIDE", "--cap-add", "FOWNER")
+	}
 	args = append(args,
 		"--label", "io.fluffy.project="+b.project,
 		"--user", fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), "--group-add", strconv.Itoa(int(st.Gid)),

@@ -53,7 +53,9 @@ func runREPL(e *env, f taskFlags) int {
 	if err != nil {
 		return report(e, err)
 	}
-	defer s.client().Close()
+	// Stop supervising before the connection closes, or the supervisor
+	// takes the closed connection for a dead kernel and restarts it.
+	defer func() { cancel(); s.client().Close() }()
 	rp := &repl{e: e, s: s, ctx: ctx, fatal: make(chan error, 1), r: newRenderer(e.stdout, colorOn(e, s.cfg), true)}
 	s.supervise(ctx, func(err error) { rp.fatal <- err })
 	rp.ln = liner.NewLiner()

@@ -234,7 +234,9 @@ func runOneShot(e *env, f taskFlags) int {
 	if err != nil {
 		return report(e, err)
 	}
-	defer s.client().Close()
+	// Stop supervising before the connection closes, or the supervisor
+	// takes the closed connection for a dead kernel and restarts it.
+	defer func() { cancel(); s.client().Close() }()
 	fatal := make(chan error, 1)
 	s.supervise(ctx, func(err error) { fatal <- err })
 	var render func(agent.Event)

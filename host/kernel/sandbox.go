@@ -78,7 +78,7 @@ func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes
 		if o.Progress != nil {
 			o.Progress("starting the container runtime adapter")
 		}
-		pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log}, bin, log)
+		pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log, InL1: getenv("FLUFFY_IN_L1") == "1"}, bin, log)
 		if err != nil {
 			s.close()
 			return nil, err
