@@ -119,3 +119,44 @@ func hex2(c byte) string {
 	const digits = "0123456789abcdef"
 	return string([]byte{digits[c>>4], digits[c&0xf]})
 }
+
+// JSON makes a JSON document safe to print: every character Text would
+// escape becomes a JSON \uXXXX escape (invalid UTF-8 becomes \ufffd), so
+// the document means the same and stays valid, but carries no C1 control,
+// bidi override or stray byte a terminal could act on (encoding/json
+// escapes C0 controls but passes those through). Whitespace between
+// tokens is kept. The input should be valid JSON; such characters can only
+// occur inside its strings.
+func JSON(b []byte) []byte {
+	clean := true
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if (r == utf8.RuneError && n <= 1) || (r != '\n' && r != '\t' && r != '\r' && needs(r, false)) {
+			clean = false
+			break
+		}
+		i += n
+	}
+	if clean {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			out = append(out, `\ufffd`...)
+		case r != '\n' && r != '\t' && r != '\r' && needs(r, false):
+			out = append(out, `\u`...)
+			h := strconv.FormatInt(int64(r), 16)
+			for k := len(h); k < 4; k++ {
+				out = append(out, '0')
+			}
+			out = append(out, h...)
+		default:
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	return out
+}

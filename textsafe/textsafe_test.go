@@ -1,6 +1,8 @@
 package textsafe
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -86,4 +88,30 @@ func FuzzLine(f *testing.F) {
 			t.Fatalf("unbounded: %d bytes", len(out))
 		}
 	})
+}
+
+func TestJSON(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`{"a":"plain ✓"}`, `{"a":"plain ✓"}`},
+		{"{\"a\":\"x\u009b2Jy\"}", `{"a":"x\u009b2Jy"}`},
+		{"{\"a\":\"\u202eevil\"}", `{"a":"\u202eevil"}`},
+		{"{\"a\":\"\xff\"}", `{"a":"\ufffd"}`},
+		{"{\n\t\"a\": 1\n}", "{\n\t\"a\": 1\n}"},
+	}
+	for _, c := range cases {
+		got := string(JSON([]byte(c.in)))
+		if got != c.want {
+			t.Errorf("JSON(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if !json.Valid([]byte(got)) && json.Valid([]byte(c.in)) {
+			t.Errorf("JSON(%q) broke the document: %q", c.in, got)
+		}
+		var a, b any
+		if json.Unmarshal([]byte(c.in), &a) == nil && utf8.ValidString(c.in) {
+			_ = json.Unmarshal([]byte(got), &b)
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("JSON(%q) changed the meaning: %v vs %v", c.in, a, b)
+			}
+		}
+	}
 }

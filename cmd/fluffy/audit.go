@@ -113,7 +113,7 @@ func auditLog(e *env, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
+		enc := json.NewEncoder(jsonOut{e.stdout})
 		for _, r := range recs {
 			if err := enc.Encode(r); err != nil {
 				return err
@@ -179,7 +179,7 @@ func auditVerify(e *env, args []string) error {
 		}
 	}
 	if *asJSON {
-		if err := json.NewEncoder(e.stdout).Encode(rep); err != nil {
+		if err := json.NewEncoder(jsonOut{e.stdout}).Encode(rep); err != nil {
 			return err
 		}
 	} else {
@@ -275,7 +275,7 @@ func auditStats(e *env, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return json.NewEncoder(e.stdout).Encode(s)
+		return json.NewEncoder(jsonOut{e.stdout}).Encode(s)
 	}
 	fmt.Fprintf(e.stdout, "records:  %d (ids %d..%d)\n", s.Records, s.FirstID, s.LastID)
 	if s.Records > 0 {

@@ -128,7 +128,7 @@ func TestAuditLogEscapesPluginText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostile := "\x1b[2J\x1b[H\nchain OK\x1b]0;pwned\x07\u202e"
+	hostile := "\x1b[2J\x1b[H\nchain OK\x1b]0;pwned\x07\u202e\u009b2J"
 	if _, err := l.Append(context.Background(), audit.Event{Type: audit.EventPolicyDecision, Caller: "plugin:x\x1b[1A",
 		SyscallType: "fs.read" + hostile, PolicyDecision: audit.DecisionDenied, DenyReason: hostile}); err != nil {
 		t.Fatal(err)
@@ -143,6 +143,14 @@ func TestAuditLogEscapesPluginText(t *testing.T) {
 	s := out.String()
 	if strings.ContainsAny(s, "\x1b\x07\u202e") || strings.Count(s, "\n") != 2 {
 		t.Fatalf("raw control characters or forged lines in audit log:\n%q", s)
+	}
+	// --json too: encoding/json escapes C0 but passes C1 and bidi through.
+	e, out, errb = auditTestEnv()
+	if code := run([]string{"audit", "log", "--project", project, "--json"}, e); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if s := out.String(); strings.ContainsAny(s, "\x1b\u202e\u009b") || !strings.Contains(s, `\u202e`) {
+		t.Fatalf("raw control characters in audit log --json:\n%q", s)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -228,7 +229,7 @@ func changeGrant(e *env, verb string, args []string) error {
 }
 
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	enc := json.NewEncoder(jsonOut{w})
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
@@ -434,4 +435,17 @@ func pluginDisable(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "disabled %s: %s\n", pos[0], *reason)
 	return nil
+}
+
+// jsonOut is where the CLI's JSON goes: each document (json.Encoder
+// writes one per Write) passes through textsafe.JSON, so plugin, model and
+// audit strings reach the terminal without C1 controls or bidi overrides,
+// as JSON escapes with the same meaning.
+type jsonOut struct{ w io.Writer }
+
+func (j jsonOut) Write(p []byte) (int, error) {
+	if _, err := j.w.Write(textsafe.JSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
