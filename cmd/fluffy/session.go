@@ -106,7 +106,7 @@ func runAttach(e *env, args []string) error {
 		return err
 	}
 	defer s.client().Close()
-	r := newRenderer(e.stdout, colorOn(e, s.cfg), e.isTTY)
+	r := newRenderer(e.stdout, colorOn(e, s.cfg), stdoutIsTTY(e))
 	defer r.Close()
 	enc := json.NewEncoder(e.stdout)
 	res, err := s.client().Call(ctx, daemon.MethodTaskAttach, daemon.AttachParams{AfterSeq: *after}, func(b json.RawMessage) {

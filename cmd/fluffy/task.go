@@ -246,7 +246,7 @@ func runOneShot(e *env, f taskFlags) int {
 		var mu sync.Mutex
 		render = func(ev agent.Event) { mu.Lock(); _ = enc.Encode(ev); mu.Unlock() }
 	} else {
-		r = newRenderer(e.stdout, colorOn(e, s.cfg), e.isTTY)
+		r = newRenderer(e.stdout, colorOn(e, s.cfg), stdoutIsTTY(e))
 		render = r.Event
 		defer r.Close()
 	}

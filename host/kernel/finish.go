@@ -110,6 +110,12 @@ func (f *finisher) Reached(ctx context.Context, emit func(agent.Event)) (agent.F
 			}
 		}
 	}
+	if fin.Summary == "" {
+		fin.Summary = "merged " + plural(len(landed), "file") + " after a red and a green test run"
+		if fin.Commit != "" {
+			fin.Summary += "; committed " + short(fin.Commit)
+		}
+	}
 	if len(landed) == 0 {
 		// Discard with no paths drops everything: nothing landed, keep all.
 	} else if err := k.Session.Discard(landed...); err != nil {
