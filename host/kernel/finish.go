@@ -111,7 +111,7 @@ func (f *finisher) Reached(ctx context.Context, emit func(agent.Event)) (agent.F
 		}
 	}
 	if fin.Summary == "" {
-		fin.Summary = "merged " + plural(len(landed), "file") + " after a red and a green test run"
+		fin.Summary = "merged " + plural(len(landed), "file") + " with the tests passing"
 		if fin.Commit != "" {
 			fin.Summary += "; committed " + short(fin.Commit)
 		}
