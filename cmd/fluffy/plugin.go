@@ -155,7 +155,7 @@ func tagMeaning(tag string) string {
 func confirmInstall(e *env, in *bufio.Reader, c registry.Consent, src string) (registry.Approval, error) {
 	rec := c.Record
 	w := e.stderr
-	fmt.Fprintf(w, "\nPlugin %s@%s (%s) by %s\n  %s\n", rec.Name, rec.Version, rec.Kind, dash(rec.Author), rec.Description)
+	fmt.Fprintf(w, "\nPlugin %s@%s (%s) by %s\n  %s\n", rec.Name, rec.Version, rec.Kind, textsafe.Line(dash(rec.Author), 200), textsafe.Line(rec.Description, 1000))
 	fmt.Fprintf(w, "  from:           %s\n  sha256:         %s\n", rec.Source, rec.SHA256)
 	fmt.Fprintf(w, "  requested tags: %s\n  capabilities:   %s\n", dash(strings.Join(rec.RequestedTags, ", ")), dash(strings.Join(rec.Capabilities, ", ")))
 	sb := dash(rec.Template)
@@ -260,7 +260,7 @@ func pluginList(e *env, args []string) error {
 	if *rejected {
 		fmt.Fprintln(tw, "NAME\tVERSION\tCODE\tMANIFEST\tREASON")
 		for _, r := range recs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(r.Name), dash(r.Version), dash(r.ErrorCode), r.ManifestPath, oneLine(r.Reason, 120))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(r.Name), dash(r.Version), dash(r.ErrorCode), textsafe.Line(r.ManifestPath, 200), textsafe.Line(oneLine(r.Reason, 120), 240))
 		}
 	} else {
 		fmt.Fprintln(tw, "NAME\tVERSION\tKIND\tSTATE\tAPI\tTAGS\tCERTIFIED")
@@ -343,9 +343,9 @@ func pluginInfo(e *env, args []string) error {
 	w := e.stdout
 	fmt.Fprintf(w, "Name:          %s\nVersion:       %s\nKind:          %s\nState:         %s\n", r.Name, r.Version, r.Kind, r.State)
 	if r.Reason != "" {
-		fmt.Fprintf(w, "Reason:        %s\n", r.Reason)
+		fmt.Fprintf(w, "Reason:        %s\n", textsafe.Line(r.Reason, 1000))
 	}
-	fmt.Fprintf(w, "Description:   %s\nAuthor:        %s\nAPI versions:  %s\nTags:          %s\n", r.Description, r.Author, ints(r.APIVersions), strings.Join(r.Tags, ", "))
+	fmt.Fprintf(w, "Description:   %s\nAuthor:        %s\nAPI versions:  %s\nTags:          %s\n", textsafe.Line(r.Description, 1000), textsafe.Line(r.Author, 200), ints(r.APIVersions), strings.Join(r.Tags, ", "))
 	if len(r.RequestedTags) > 0 || len(r.GrantedTags) > 0 {
 		fmt.Fprintf(w, "  requested:   %s\n  granted:     %s\n", dash(strings.Join(r.RequestedTags, ", ")), dash(strings.Join(r.GrantedTags, ", ")))
 	}
@@ -367,7 +367,7 @@ func pluginInfo(e *env, args []string) error {
 			fmt.Fprintf(w, "  failed MUST items: %s\n", strings.Join(c.Failed, ", "))
 		}
 		if c.Summary != "" {
-			fmt.Fprintf(w, "  %s\n", c.Summary)
+			fmt.Fprintf(w, "  %s\n", textsafe.Line(c.Summary, 1000))
 		}
 	} else {
 		fmt.Fprintln(w, "Certification: none")
