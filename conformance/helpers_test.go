@@ -94,7 +94,7 @@ func options(t testing.TB, startTimeout time.Duration) conformance.Options {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		l2.l, l2.reason, l2.err = conformance.OpenL2(ctx, getenv, t.TempDir(), nil)
+		l2.l, l2.reason, l2.err = conformance.OpenL2(ctx, getenv, nil)
 	})
 	switch {
 	case l2.err != nil && os.Getenv(conformance.EnvRequireDocker) != "":

@@ -31,10 +31,10 @@ func (l *L2) Close() {
 
 // OpenL2 starts the L2 container machinery the way the kernel does (the
 // runtime-docker adapter in its jail, a lease under a short private run
-// directory, the base image). home is where FindAdapter looks for an
-// installed adapter. It returns (nil, reason, nil) when Docker or the
+// directory, the base image). The adapter comes only from fluffy's builtins
+// (sandbox.FindAdapter), never from a plugin store or PATH. It returns (nil, reason, nil) when Docker or the
 // adapter is absent, and an error when something present fails.
-func OpenL2(ctx context.Context, getenv func(string) string, home string, log hclog.Logger) (*L2, string, error) {
+func OpenL2(ctx context.Context, getenv func(string) string, log hclog.Logger) (*L2, string, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -43,7 +43,7 @@ func OpenL2(ctx context.Context, getenv func(string) string, home string, log hc
 			return nil, ReasonNoSandbox + " (no Docker engine socket)", nil
 		}
 	}
-	bin, err := sandbox.FindAdapter(getenv, home)
+	bin, err := sandbox.FindAdapter(getenv)
 	if err != nil {
 		return nil, ReasonNoSandbox + " (" + err.Error() + ")", nil
 	}

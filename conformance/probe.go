@@ -259,14 +259,18 @@ func (p *probe) rawStart(ctx context.Context, l supervisor.Launcher, versions []
 		// would only be noise.
 		Logger: hclog.NewNullLogger(),
 	}
-	out := filepath.Join(p.outRoot, fmt.Sprintf("raw-%d", time.Now().UnixNano()))
+	// Unique at its start: container names keep only a short instance id.
+	var rb [5]byte
+	_, _ = rand.Read(rb[:])
+	raw := "r" + hex.EncodeToString(rb[:])
+	out := filepath.Join(p.outRoot, raw)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, nil, err
 	}
 	launched, err := cap.Prepare(ctx, sandbox.LaunchSpec{
 		Name: p.m.Name, Version: p.m.Version, Kind: p.m.Kind, Binary: p.m.EntryPath(),
 		Template: p.m.Sandbox.Template, Workspace: p.ws, OutDir: out,
-		SessionID: "conformance", InstanceID: p.m.Name + "-raw", KernelID: "conformance-" + filepath.Base(p.dir),
+		SessionID: "conformance", InstanceID: p.m.Name + "-" + raw, KernelID: "conformance-" + filepath.Base(p.dir),
 		SHA256: p.m.SHA256,
 	}, cfg)
 	if err != nil {

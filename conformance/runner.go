@@ -37,6 +37,11 @@ type Options struct {
 	// ones (default sandbox.Subprocess{}: a plain child process, so hostile
 	// behaviour is observable rather than contained).
 	Launcher supervisor.Launcher
+	// Contained says Launcher is the plugin's L2 sandbox and nothing of the
+	// plugin may run any other way: items that would start it outside
+	// Launcher (the stub kernel of CORE-SHUTDOWN-002) do not run and say so.
+	// `fluffy plugin install` certifies this way.
+	Contained bool
 	// AdapterLauncher starts runtime-kind plugins. Nil: the runner makes a
 	// sandbox.AdapterJail under a private lease with the engine socket of
 	// DOCKER_HOST (default /var/run/docker.sock), exactly as the kernel
@@ -129,6 +134,9 @@ func (r *Runner) Run(ctx context.Context, path string, profiles []string) (*Repo
 	rep := &Report{SuiteVersion: SuiteVersion, Manifest: p.manifestPath, Started: start, Sandbox: "subprocess"}
 	if r.opts.Sandbox != nil {
 		rep.Sandbox = "subprocess + container"
+	}
+	if r.opts.Contained {
+		rep.Sandbox = "container (every item)"
 	}
 	if a, ok := p.adapterL.(adapterLauncher); ok {
 		rep.Sandbox = "adapter jail (bubblewrap)"

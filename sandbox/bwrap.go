@@ -33,7 +33,8 @@ func BwrapUsable() (string, error) {
 // fresh namespaces (no network), no capabilities, dying with its parent.
 type jail struct {
 	bwrap  string
-	binary string // host path; mounted read-only at /plugin/<base>
+	binary string // host path; mounted read-only at /plugin/<guest>
+	guest  string // file name inside the jail
 	dir    string // host dir bound at the same path (go-plugin sockets via TMPDIR)
 	ro     [][2]string
 	rw     [][2]string
@@ -41,7 +42,11 @@ type jail struct {
 }
 
 func (j jail) command() *exec.Cmd {
-	guestBin := GuestPluginDir + "/" + filepath.Base(j.binary)
+	guest := j.guest
+	if guest == "" {
+		guest = filepath.Base(j.binary)
+	}
+	guestBin := GuestPluginDir + "/" + guest
 	args := []string{
 		"--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
 		"--tmpfs", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
@@ -68,6 +73,9 @@ func (j jail) command() *exec.Cmd {
 // it starts the adapter as a plain subprocess and warns once, loudly.
 type AdapterJail struct {
 	Lease *Lease
+	// Binaries is where LaunchAdapter verifies the adapter into (the
+	// kernel's $FLUFFY_HOME/cas); nil: a store in the lease's directory.
+	Binaries *BinaryStore
 	// EngineSocket is the engine's unix socket on the host (default
 	// /var/run/docker.sock, or DOCKER_HOST's unix:// path).
 	EngineSocket string
@@ -128,11 +136,12 @@ func (a *AdapterJail) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.Cl
 	cleanup := func() { _ = os.RemoveAll(dir) }
 	if a.bwrap == "" {
 		cmd := exec.Command(spec.Binary)
+		cmd.Args[0] = guestName(spec)
 		cmd.Env = append([]string{"TMPDIR=" + dir, "HOME=" + dir, rt.EnvExitWhenOrphaned + "=1"}, env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		cfg.Cmd = cmd
 	} else {
-		cfg.Cmd = jail{bwrap: a.bwrap, binary: spec.Binary, dir: dir, rw: [][2]string{{sock, sock}}, env: env}.command()
+		cfg.Cmd = jail{bwrap: a.bwrap, binary: spec.Binary, guest: guestName(spec), dir: dir, rw: [][2]string{{sock, sock}}, env: env}.command()
 	}
 	cfg.SkipHostEnv = true
 	return Launched{Cleanup: cleanup}, nil
@@ -164,7 +173,7 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Launched{}, fmt.Errorf("jail dir: %w", err)
 	}
-	j := jail{bwrap: b.bwrap, binary: spec.Binary, dir: dir,
+	j := jail{bwrap: b.bwrap, binary: spec.Binary, guest: guestName(spec), dir: dir,
 		env: []string{"FLUFFY_WORKSPACE=" + GuestWorkspace, "FLUFFY_OUT=" + GuestOut}}
 	if spec.Workspace != "" {
 		j.ro = append(j.ro, [2]string{spec.Workspace, GuestWorkspace})

@@ -99,15 +99,26 @@ func NewContainers(ctx context.Context, cfg ContainersConfig) (*Containers, erro
 // Image is the base image reference containers run from.
 func (c *Containers) Image() string { return c.image }
 
-// checkBinary verifies the plugin binary exists and, when spec.SHA256 is
-// set, matches it (go-plugin's SecureConfig cannot check a RunnerFunc
-// launch, so the launcher does).
+// guestName is the file name the plugin's binary has inside its sandbox
+// and its argv[0]: the installed entry's name, not the BinaryStore copy's
+// (its hash).
+func guestName(spec LaunchSpec) string {
+	if n := filepath.Base(spec.EntryName); spec.EntryName != "" && n != "." && n != "/" && n != ".." {
+		return n
+	}
+	return filepath.Base(spec.Binary)
+}
+
+// checkBinary verifies the plugin binary exists and, unless the supervisor
+// already verified it into the BinaryStore (spec.Verified), that it
+// matches spec.SHA256. Launchers never use go-plugin's SecureConfig (see
+// LaunchSpec.SHA256), so this is their whole checksum contract.
 func checkBinary(spec LaunchSpec) error {
 	if _, err := os.Stat(spec.Binary); err != nil {
 		return uerr.Wrap(err, "SANDBOX_BINARY_MISSING", "cannot start plugin "+spec.Name, err.Error(),
 			"reinstall the plugin with `fluffy plugin install`")
 	}
-	if spec.SHA256 == "" {
+	if spec.Verified || spec.SHA256 == "" {
 		return nil
 	}
 	got, err := manifests.FileSHA256(spec.Binary)
@@ -115,8 +126,8 @@ func checkBinary(spec LaunchSpec) error {
 		return fmt.Errorf("hash %s: %w", spec.Binary, err)
 	}
 	if !strings.EqualFold(got, spec.SHA256) {
-		return uerr.New("PLUGIN_CHECKSUM_MISMATCH", "plugin "+spec.Name+" was modified after install",
-			fmt.Sprintf("its binary hashes to %s, the manifest says %s", got, spec.SHA256),
+		return uerr.New(CodeBinaryMismatch, "plugin "+spec.Name+" was modified after install",
+			fmt.Sprintf("its binary hashes to %s, the registry says %s", got, spec.SHA256),
 			"reinstall the plugin with `fluffy plugin install` and review where the change came from")
 	}
 	return nil
@@ -312,7 +323,7 @@ func (r *containerRunner) runnerFunc(l hclog.Logger, cmd *exec.Cmd, tmpDir strin
 }
 
 func (r *containerRunner) containerSpec() rt.Spec {
-	bin := filepath.Base(r.spec.Binary)
+	bin := guestName(r.spec)
 	mounts := []rt.Mount{
 		{Type: rt.MountBind, Source: r.spec.Binary, Target: GuestPluginDir + "/" + bin, ReadOnly: true},
 		{Type: rt.MountBind, Source: r.hostSock, Target: GuestSocketDir},

@@ -23,8 +23,17 @@ type LaunchSpec struct {
 	Name    string
 	Version string
 	Kind    string
-	// Binary is the absolute host path of the plugin's entry binary.
+	// Binary is the absolute host path of the plugin's entry binary. The
+	// supervisor gives the kernel's verified copy (BinaryStore) and sets
+	// Verified; a launcher runs exactly this file (exec or bind mount).
 	Binary string
+	// Verified: Binary is a BinaryStore copy already checked against
+	// SHA256, so the launcher does not hash it again.
+	Verified bool
+	// EntryName is the entry's file name as installed (a BinaryStore copy
+	// is named by its hash): the plugin's argv[0] and its file name under
+	// /plugin in a sandbox. Default: Binary's base name.
+	EntryName string
 	// Template is the L2 template name from the manifest (or its kind default).
 	Template string
 	Limits   Limits
@@ -49,9 +58,11 @@ type LaunchSpec struct {
 	// that declare CapBuildCache. Never mounted under gVisor, where the
 	// plugin could not keep the code it runs away from it (no Landlock).
 	BuildCache string
-	// SHA256 is the manifest's hash of Binary. Container and jail launchers
-	// verify it themselves (go-plugin's SecureConfig cannot check a
-	// RunnerFunc or bwrap launch); leave ClientConfig.SecureConfig nil.
+	// SHA256 is the registry's hash of Binary. Each launcher owns its
+	// checksum contract: it runs only a Verified binary or one it hashed
+	// itself (checkBinary), and never relies on go-plugin's SecureConfig,
+	// which hashes cfg.Cmd.Path (bwrap itself for a jail, nothing for a
+	// container's RunnerFunc) and re-reads the file after the check.
 	SHA256 string
 }
 
@@ -76,10 +87,11 @@ type Subprocess struct{}
 
 // Prepare implements the supervisor's launcher contract.
 func (Subprocess) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientConfig) (Launched, error) {
-	if _, err := os.Stat(spec.Binary); err != nil {
-		return Launched{}, fmt.Errorf("launch %s: %w", spec.Name, err)
+	if err := checkBinary(spec); err != nil {
+		return Launched{}, err
 	}
 	cmd := exec.Command(spec.Binary)
+	cmd.Args[0] = guestName(spec)
 	cmd.Dir = spec.Workspace
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "FLUFFY_WORKSPACE=" + spec.Workspace, "FLUFFY_OUT=" + spec.OutDir}
 	if tpl, err := LookupTemplate(templateOf(spec)); err == nil && tpl.RunsCode {

@@ -65,7 +65,7 @@ func conformanceRun(e *env, args []string) error {
 	profiles := fs.String("profile", "", "comma-separated profiles (default: core + the plugin's kind)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
 	junitOut := fs.String("junit", "", "also write the report as JUnit XML to this file")
-	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "L2 runtime for the sandbox items: docker, or none to skip them")
+	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "where the plugin under test runs: docker (every item in its L2 container) or none (a plain process with your privileges; development only)")
 	startTimeout := fs.Duration("start-timeout", 10*time.Second, "how long a plugin may take to become ready")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil || len(pos) != 1 {

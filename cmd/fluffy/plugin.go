@@ -106,11 +106,12 @@ func pluginInstall(e *env, args []string) error {
 	yes := fs.Bool("yes", false, "approve a third-party plugin without asking (grants no tag)")
 	force := fs.Bool("force", false, "allow downgrade, reinstall, or a failed certification")
 	asJSON := fs.Bool("json", false, "print the installed record as JSON")
+	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "where certification runs the plugin after you approved it: docker (its L2 container) or none (a plain process with your privileges: your files, environment and network; development only)")
 	var grant stringList
 	fs.Var(&grant, "grant", "grant a tag the plugin requests, e.g. trusted_write (repeatable)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil || len(pos) != 1 {
-		return usageErr("plugin install", "expected exactly one plugin path", "usage: fluffy plugin install ./path [--yes] [--grant TAG]... [--force] [--json]")
+		return usageErr("plugin install", "expected exactly one plugin path", "usage: fluffy plugin install ./path [--yes] [--grant TAG]... [--force] [--sandbox docker|none] [--json]")
 	}
 	reg, closeFn, err := openRegistry(e)
 	if err != nil {
@@ -127,7 +128,7 @@ func pluginInstall(e *env, args []string) error {
 			return confirmInstall(e, in, c, pos[0])
 		}
 	}
-	opts.Certifier = newCertifier(e)
+	opts.Certifier = newCertifier(e, *sb)
 	rec, err := reg.Install(context.Background(), pos[0], opts)
 	if err != nil {
 		return err
@@ -354,6 +355,13 @@ func pluginInfo(e *env, args []string) error {
 	if len(r.Tools) > 0 {
 		fmt.Fprintf(w, "Tools:         %s\n", strings.Join(r.Tools, ", "))
 	}
+	integrity := reg.Integrity(r)
+	if integrity == nil {
+		fmt.Fprintln(w, "Integrity:     ok (stored binary and manifest match the recorded sha256)")
+	} else {
+		ue := uerr.From(integrity)
+		fmt.Fprintf(w, "Integrity:     MISMATCH — %s: %s\n  fix: %s\n", ue.What, ue.Why, ue.Fix)
+	}
 	if c := r.Certification; c != nil {
 		verdict := "PASSED"
 		if !c.Passed {
@@ -361,6 +369,9 @@ func pluginInfo(e *env, args []string) error {
 			if c.Forced {
 				verdict += " (installed with --force)"
 			}
+		}
+		if integrity != nil || !strings.EqualFold(c.SHA256, r.SHA256) {
+			verdict += " for sha256 " + c.SHA256 + ", not for what is stored now"
 		}
 		fmt.Fprintf(w, "Certification: %s — suite %s, profiles %s, %s\n", verdict, c.SuiteVersion, strings.Join(c.Profiles, "+"), c.At.Format("2006-01-02 15:04"))
 		if len(c.Failed) > 0 {

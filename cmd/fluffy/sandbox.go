@@ -29,7 +29,7 @@ func withRuntime(e *env, f func(ctx context.Context, rt sandbox.Runtime, runDir 
 	if err := sandbox.CheckRunDir(runDir); err != nil {
 		return err
 	}
-	bin, err := sandbox.FindAdapter(e.getenv, e.home)
+	bin, err := sandbox.FindAdapter(e.getenv)
 	if err != nil {
 		return sandbox.ErrEngineUnreachable(err)
 	}

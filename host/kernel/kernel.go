@@ -178,8 +178,13 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		k.Close()
 		return nil, err
 	}
+	bins, err := HomeBinaries(o.Home)
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
 	k.Plugins = supervisor.New(supervisor.Options{
-		Logger: o.Logger, Launcher: launcher, StartTimeout: o.StartTimeout, KernelID: kernelID,
+		Logger: o.Logger, Launcher: launcher, StartTimeout: o.StartTimeout, KernelID: kernelID, Binaries: bins,
 		SessionID: k.Session.ID(), SessionMode: o.SessionMode,
 		Views:          views{k: k, mode: o.SessionMode},
 		OutRoot:        filepath.Join(k.Session.Dir(), "out"),

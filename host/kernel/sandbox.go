@@ -21,6 +21,12 @@ const (
 	SandboxNone   = "none"   // plain subprocesses: development only, loudly warned
 )
 
+// HomeBinaries opens the kernel's binary store, $FLUFFY_HOME/cas: every
+// plugin binary the kernel runs is a verified copy in it.
+func HomeBinaries(home string) (*sandbox.BinaryStore, error) {
+	return sandbox.OpenBinaryStore(filepath.Join(home, "cas"))
+}
+
 // sandboxes owns the L2 machinery of one kernel: its lease, the runtime
 // adapter process, and the launcher the supervisor uses.
 type sandboxes struct {
@@ -69,7 +75,7 @@ func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes
 		if getenv == nil {
 			getenv = os.Getenv
 		}
-		bin, err := sandbox.FindAdapter(getenv, o.Home)
+		bin, err := sandbox.FindAdapter(getenv)
 		if err != nil {
 			s.close()
 			return nil, uerr.Wrap(err, "RUNTIME_ADAPTER_MISSING", "the runtime-docker adapter plugin was not found", err.Error(),
@@ -78,7 +84,12 @@ func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes
 		if o.Progress != nil {
 			o.Progress("starting the container runtime adapter")
 		}
-		pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log, InL1: getenv("FLUFFY_IN_L1") == "1"}, bin, log)
+		bins, err := HomeBinaries(o.Home)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log, Binaries: bins, InL1: getenv("FLUFFY_IN_L1") == "1"}, bin, log)
 		if err != nil {
 			s.close()
 			return nil, err

@@ -66,8 +66,9 @@ type Approval struct {
 const CodeReservedName = "REGISTRY_RESERVED_NAME"
 
 // Install validates the plugin at src (a directory holding plugin.yaml, or
-// the manifest itself), checks its binary's checksum and API range,
-// certifies it, asks for confirmation when it is not core, and copies it
+// the manifest itself), checks its binary's checksum and API range, asks
+// for the user's approval when it is not builtin (before any of its code
+// runs), certifies it (the Certifier runs it in its sandbox), and copies it
 // into the store. A manifest that fails is recorded as rejected.
 func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (Record, error) {
 	step := func(s string) {
@@ -157,13 +158,32 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 		}
 	}
 
+	// Consent comes first: nothing of a third-party plugin runs (not even
+	// its certification) before the user approved exactly this binary.
+	if !builtin {
+		if o.Force && o.Certifier != nil {
+			notes = append(notes, "--force: it is installed even if it fails certification (recorded as forced)")
+		}
+		if err := r.consent(o, m, src, &rec, grantable, notes); err != nil {
+			return Record{}, err
+		}
+	}
+
 	if o.Certifier != nil {
-		step("running the conformance suite for kind " + m.Kind)
+		step("running the conformance suite for kind " + m.Kind + " in the plugin's sandbox")
 		cert, err := o.Certifier.Certify(ctx, m)
 		if err != nil {
 			return Record{}, fmt.Errorf("certify %s: %w", m.Name, err)
 		}
 		rec.Certification = &cert
+		if !strings.EqualFold(cert.SHA256, rec.SHA256) {
+			// The binary changed between consent and certification.
+			err := uerr.New(CodeTampered, fmt.Sprintf("%s changed while it was being installed", m.Name),
+				fmt.Sprintf("you approved sha256 %s, certification ran %s", rec.SHA256, cert.SHA256),
+				"find out what is rewriting the plugin's files, then install it again")
+			r.reject(ctx, manifestPath, m, err)
+			return Record{}, err
+		}
 		if !cert.Passed {
 			if !o.Force {
 				err := uerr.New(CodeCertification, fmt.Sprintf("%s failed certification", m.Name),
@@ -174,35 +194,13 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 			}
 			cert.Forced = true
 			rec.Certification = &cert
-			notes = append(notes, "certification FAILED ("+strings.Join(cert.Failed, ", ")+"); installing anyway because of --force")
-		}
-	}
-
-	if !builtin || rec.Certification != nil && rec.Certification.Forced {
-		ok := o.Yes
-		if !ok {
-			if o.Confirm == nil {
-				return Record{}, uerr.New(CodeNotConfirmed, fmt.Sprintf("%s is a third-party plugin and needs your approval", m.Name),
-					"there is no terminal to ask on and --yes was not given; nothing of the plugin was run or installed",
-					fmt.Sprintf("review the plugin (`fluffy plugin install %s` in a terminal shows what it asks for), then run `fluffy plugin install %s --yes`", src, src))
-			}
-			c := Consent{Record: rec, Limits: Spec(m).Limits, Grantable: grantable, Notes: notes}
-			if m.Provider != nil {
-				c.Network = m.Provider.Network
-			}
-			ans, err := o.Confirm(c)
-			if err != nil {
-				return Record{}, err
-			}
-			if !ans.Approved {
-				return Record{}, uerr.New(CodeNotConfirmed, fmt.Sprintf("installation of %s was declined", m.Name), "you answered no", "nothing was installed")
-			}
-			for _, t := range ans.Grant {
-				if Grantable(t) && !slices.Contains(rec.GrantedTags, t) {
-					rec.GrantedTags = append(rec.GrantedTags, t)
+			if builtin {
+				// A builtin needs no approval, unless it failed certification.
+				notes = append(notes, "certification FAILED ("+strings.Join(cert.Failed, ", ")+"); installing anyway because of --force")
+				if err := r.consent(o, m, src, &rec, grantable, notes); err != nil {
+					return Record{}, err
 				}
 			}
-			rec.Tags = rec.effectiveTags()
 		}
 	}
 
@@ -219,6 +217,12 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 		_ = os.RemoveAll(dest)
 		return Record{}, fmt.Errorf("stored copy of %s: %w", m.Name, err)
 	}
+	if !strings.EqualFold(stored.SHA256, rec.SHA256) {
+		_ = os.RemoveAll(dest)
+		return Record{}, uerr.New(CodeTampered, fmt.Sprintf("%s changed while it was being installed", m.Name),
+			fmt.Sprintf("you approved sha256 %s, the copy made for the store is %s", rec.SHA256, stored.SHA256),
+			"find out what is rewriting the plugin's files, then install it again")
+	}
 	rec.Dir, rec.ManifestPath = dest, stored.Path
 	if err := r.put(pluginKey(m.Name, m.Version), rec); err != nil {
 		return Record{}, fmt.Errorf("record %s: %w", m.Name, err)
@@ -233,6 +237,37 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 		r.audit(ctx, "plugin_tag_grant", withReason(rec, "tag "+t+" granted by the user at install"), true)
 	}
 	return rec, nil
+}
+
+// consent asks the user to approve rec (Yes approves without asking) and
+// adds the tags they grant in answer.
+func (r *Registry) consent(o InstallOptions, m *manifests.Manifest, src string, rec *Record, grantable, notes []string) error {
+	if o.Yes {
+		return nil
+	}
+	if o.Confirm == nil {
+		return uerr.New(CodeNotConfirmed, fmt.Sprintf("%s needs your approval: there is no terminal to ask; pass --yes to approve", m.Name),
+			"stdin is not a terminal and --yes was not given; nothing of the plugin was run or installed",
+			fmt.Sprintf("review the plugin (`fluffy plugin install %s` in a terminal shows what it asks for), then run `fluffy plugin install %s --yes`", src, src))
+	}
+	c := Consent{Record: *rec, Limits: Spec(m).Limits, Grantable: grantable, Notes: notes}
+	if m.Provider != nil {
+		c.Network = m.Provider.Network
+	}
+	ans, err := o.Confirm(c)
+	if err != nil {
+		return err
+	}
+	if !ans.Approved {
+		return uerr.New(CodeNotConfirmed, fmt.Sprintf("installation of %s was declined", m.Name), "you answered no; nothing of the plugin was run", "nothing was installed")
+	}
+	for _, t := range ans.Grant {
+		if Grantable(t) && !slices.Contains(rec.GrantedTags, t) {
+			rec.GrantedTags = append(rec.GrantedTags, t)
+		}
+	}
+	rec.Tags = rec.effectiveTags()
+	return nil
 }
 
 func withReason(rec Record, reason string) Record {

@@ -33,6 +33,9 @@ const (
 	CodeNotConfirmed     = "REGISTRY_NOT_CONFIRMED"
 	CodeCertification    = "REGISTRY_CERTIFICATION_FAILED"
 	CodeDisabled         = "REGISTRY_DISABLED"
+	// CodeTampered: the stored plugin no longer matches the sha256 the
+	// registry recorded when the user approved it.
+	CodeTampered = "REGISTRY_PLUGIN_TAMPERED"
 )
 
 const (
@@ -219,11 +222,53 @@ func (r *Registry) Runnable(name string) (supervisor.Spec, error) {
 	if err := CheckSandbox(m); err != nil {
 		return supervisor.Spec{}, err
 	}
+	if err := manifestMatches(rec, m); err != nil {
+		return supervisor.Spec{}, err
+	}
 	spec := Spec(m)
+	// The registry's hash is the authority: the supervisor runs only a
+	// copy of the binary whose bytes hash to what was recorded at install.
+	spec.SHA256 = rec.SHA256
 	// The tags the kernel derives and the user granted, never the
 	// manifest's own claims.
 	spec.Tags = rec.effectiveTags()
 	return spec, nil
+}
+
+// manifestMatches refuses a stored manifest whose sha256 is not the one
+// recorded at install: someone re-stamped it (with a new binary beside it,
+// most likely).
+func manifestMatches(rec Record, m *manifests.Manifest) error {
+	if strings.EqualFold(m.SHA256, rec.SHA256) {
+		return nil
+	}
+	return uerr.New(CodeTampered, fmt.Sprintf("plugin %s@%s was changed after it was installed", rec.Name, rec.Version),
+		fmt.Sprintf("its stored manifest %s says sha256 %s, but the registry recorded %s when it was approved; it will not run", m.Path, m.SHA256, rec.SHA256),
+		fmt.Sprintf("find out what changed it, then reinstall it from a trusted source (`fluffy plugin install PATH --force`) or remove it (`fluffy plugin remove %s@%s`)", rec.Name, rec.Version))
+}
+
+// Integrity checks an installed version against what the registry
+// recorded: its stored manifest's sha256 and the sha256 of its stored
+// binary. nil means both still match rec.SHA256.
+func (r *Registry) Integrity(rec Record) error {
+	m, err := r.Manifest(rec)
+	if err != nil {
+		return err
+	}
+	if err := manifestMatches(rec, m); err != nil {
+		return err
+	}
+	got, err := manifests.FileSHA256(m.EntryPath())
+	if err != nil {
+		return uerr.Wrap(err, CodeTampered, fmt.Sprintf("plugin %s@%s's binary cannot be read", rec.Name, rec.Version), err.Error(),
+			"reinstall it with `fluffy plugin install PATH --force`")
+	}
+	if !strings.EqualFold(got, rec.SHA256) {
+		return uerr.New(CodeTampered, fmt.Sprintf("plugin %s@%s was changed after it was installed", rec.Name, rec.Version),
+			fmt.Sprintf("its stored binary %s hashes to %s, but the registry recorded %s when it was approved; it will not run", m.EntryPath(), got, rec.SHA256),
+			fmt.Sprintf("find out what changed it, then reinstall it from a trusted source (`fluffy plugin install PATH --force`) or remove it (`fluffy plugin remove %s@%s`)", rec.Name, rec.Version))
+	}
+	return nil
 }
 
 // SetState records a lifecycle transition of an installed version. A

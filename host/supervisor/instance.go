@@ -1,22 +1,21 @@
 package supervisor
 
 import (
-	"unicode/utf8"
-
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/kernel"
 	"github.com/fluffy-waffle/fluffy/sandbox"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -61,9 +60,8 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 	if !ok {
 		return nil, fmt.Errorf("no shim for kind %q", spec.Kind)
 	}
-	sum, err := decodeSum(spec.SHA256)
-	if err != nil {
-		return nil, uerr.Wrap(err, CodeChecksum, fmt.Sprintf("plugin %s has no usable checksum", spec.Name), err.Error(), "reinstall the plugin so its manifest carries the binary's sha256")
+	if _, err := decodeSum(spec.SHA256); err != nil {
+		return nil, uerr.Wrap(err, CodeChecksum, fmt.Sprintf("plugin %s has no usable checksum", spec.Name), err.Error(), "reinstall the plugin so the registry records its binary's sha256")
 	}
 	if s.opts.Admission != nil {
 		if err := s.opts.Admission.AdmitStart(ctx, spec); err != nil {
@@ -81,11 +79,25 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 			return nil, err
 		}
 	}
+	// What runs is the bytes checked: a copy hashed while it was written
+	// into the kernel's binary store, compared with the registry's sum.
+	// The launcher runs that copy; the store binary is never executed or
+	// mounted, so swapping it after the check changes nothing.
+	bins, err := s.binaries()
+	if err != nil {
+		return nil, err
+	}
+	bin, err := bins.Materialize(spec.Name, spec.Binary, spec.SHA256)
+	if err != nil {
+		return nil, err
+	}
 	tail := newTailBuffer(8 << 10)
+	// No go-plugin SecureConfig: it hashes cfg.Cmd.Path (bwrap itself for a
+	// jail, nothing for a container) and reads the file a second time after
+	// the check; the verified copy above is the whole checksum contract.
 	cfg := &plugin.ClientConfig{
 		HandshakeConfig:  base.Handshake(),
 		VersionedPlugins: sets,
-		SecureConfig:     &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		StartTimeout:     s.opts.StartTimeout,
 		Logger:           newPluginLogger(s.log.Named(spec.Name)),
@@ -93,7 +105,7 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 		GRPCDialOptions:  base.DialOptions(s.opts.MaxRecvBytes),
 	}
 	ls := sandbox.LaunchSpec{
-		Name: spec.Name, Version: spec.Version, Kind: string(spec.Kind), Binary: spec.Binary,
+		Name: spec.Name, Version: spec.Version, Kind: string(spec.Kind), Binary: bin, Verified: true, EntryName: filepath.Base(spec.Binary),
 		Template: spec.Template, Limits: spec.Limits, Workspace: workspace, OutDir: out,
 		SessionID: s.opts.SessionID, InstanceID: id, KernelID: s.opts.KernelID, Network: spec.Network,
 		SHA256: spec.SHA256,
@@ -108,11 +120,7 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 		}
 		return nil, uerr.Wrap(err, "PLUGIN_LAUNCH_FAILED", fmt.Sprintf("could not launch plugin %s", spec.Name), err.Error(), "check that the sandbox runtime is available (`fluffy sandbox ls`)")
 	}
-	if cfg.RunnerFunc != nil {
-		// go-plugin can only hash cfg.Cmd's binary; a launcher that runs the
-		// plugin some other way verified LaunchSpec.SHA256 itself.
-		cfg.SecureConfig = nil
-	}
+	cfg.SecureConfig = nil // see above: a launcher may not bring its own
 	inst := &Instance{ID: id, Spec: spec, Launched: launched, OutDir: out, stderr: tail, client: plugin.NewClient(cfg)}
 	fail := func(err error) (*Instance, error) {
 		inst.stop()

@@ -35,12 +35,15 @@ type Launcher interface {
 // Spec is what the supervisor needs to know about a plugin; the registry
 // builds it from the manifest.
 type Spec struct {
-	Name        string
-	Version     string
-	Kind        base.Kind
-	Binary      string // absolute path of the entry binary
-	SHA256      string // hex; verified by go-plugin before exec
-	APIVersions []int  // from the manifest
+	Name    string
+	Version string
+	Kind    base.Kind
+	Binary  string // absolute path of the entry binary in the plugin store
+	// SHA256 is the registry's recorded hash (hex): the bytes that run are
+	// a verified copy of Binary in the kernel's binary store, never Binary
+	// itself.
+	SHA256      string
+	APIVersions []int // from the manifest
 	Template    string
 	Limits      sandbox.Limits
 	Network     []string
@@ -109,10 +112,22 @@ type Options struct {
 	// passed on for one call (default 100 ms): a flood is coalesced to the
 	// latest event per interval, and the last one is always delivered.
 	ProgressInterval time.Duration
+	// Binaries copies each binary, verified against Spec.SHA256, into the
+	// kernel's content-addressed store ($FLUFFY_HOME/cas) and returns the
+	// copy the launcher runs. Nil: a private store in a temporary
+	// directory, removed by Close.
+	Binaries Binaries
 	// Admission, when set, is asked before every launch whether the plugin
 	// may start in its sandbox (the kernel asks the policy for templates
 	// that need an opt-in); an error refuses the start.
 	Admission Admission
+}
+
+// Binaries is the kernel's binary store (sandbox.BinaryStore): Materialize
+// returns the path of a copy of src whose bytes hash to sha256, or an error
+// when src's do not.
+type Binaries interface {
+	Materialize(name, src, sha256 string) (string, error)
 }
 
 // Admission decides whether a plugin may be launched at all.
@@ -150,6 +165,11 @@ type Supervisor struct {
 	closed  bool
 	stop    chan struct{}
 	done    chan struct{}
+
+	binOnce sync.Once
+	bins    Binaries
+	binErr  error
+	binTmp  string // the private store New made when Options.Binaries is nil
 }
 
 // New returns a Supervisor; it starts nothing until a plugin is used.
@@ -553,6 +573,27 @@ func (s *Supervisor) Close() {
 	}
 	wg.Wait()
 	<-s.done
+	if s.binTmp != "" {
+		_ = os.RemoveAll(s.binTmp)
+	}
+}
+
+// binaries is the store binaries are verified into (see Options.Binaries).
+func (s *Supervisor) binaries() (Binaries, error) {
+	s.binOnce.Do(func() {
+		if s.opts.Binaries != nil {
+			s.bins = s.opts.Binaries
+			return
+		}
+		dir, err := os.MkdirTemp("", "fluffy-cas-")
+		if err != nil {
+			s.binErr = fmt.Errorf("create a binary store: %w", err)
+			return
+		}
+		s.binTmp = dir
+		s.bins, s.binErr = sandbox.OpenBinaryStore(dir)
+	})
+	return s.bins, s.binErr
 }
 
 func (s *Supervisor) outDir(instanceID string) (string, error) {

@@ -19,7 +19,8 @@ import (
 // default to core plus the plugin's kind.
 //
 // The sandbox-fitness items run in an L2 container when Docker and the
-// runtime-docker adapter (FLUFFY_RUNTIME_ADAPTER, or the plugin store) are
+// runtime-docker adapter (FLUFFY_RUNTIME_ADAPTER, e.g. bin/plugins/runtime-docker/runtime-docker
+// after `make build`; never PATH or the plugin store) are
 // available; with FLUFFY_REQUIRE_DOCKER=1 their absence fails the test,
 // otherwise they are reported as skipped.
 //
@@ -69,13 +70,7 @@ func ConformanceDir(t testing.TB, dir string, profiles ...string) *conformance.R
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	opts := conformance.Options{StubKernel: []string{Build(t, "github.com/fluffy-waffle/fluffy/conformance/cmd/stubkernel")}}
-	home := os.Getenv("FLUFFY_HOME")
-	if home == "" {
-		if h, err := os.UserHomeDir(); err == nil {
-			home = filepath.Join(h, ".fluffy")
-		}
-	}
-	l2, reason, err := conformance.OpenL2(ctx, os.Getenv, home, nil)
+	l2, reason, err := conformance.OpenL2(ctx, os.Getenv, nil)
 	require := os.Getenv(conformance.EnvRequireDocker) == "1"
 	switch {
 	case err != nil && require:

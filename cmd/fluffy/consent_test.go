@@ -1,0 +1,135 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fluffy-waffle/fluffy/manifests"
+)
+
+const markerManifest = `name: markerplugin
+version: 1.0.0
+kind: tool
+description: "writes a marker file when it runs"
+author: tests
+entry: markerplugin
+sha256: "0000000000000000000000000000000000000000000000000000000000000000"
+api_versions: [1, 2]
+tools:
+  - name: mark.echo
+    summary: "echo the arguments"
+    parameters: {type: object}
+`
+
+// markerPlugin builds the hostile fixture with marker baked in and lays it
+// out as an installable plugin directory.
+func markerPlugin(t *testing.T, marker string) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "markerplugin")
+	cmd := exec.Command("go", "build", "-ldflags", "-X main.marker="+marker, "-o", bin, "../../internal/fixtures/markerplugin")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build markerplugin: %v\n%s", err, out)
+	}
+	sum, err := manifests.FileSHA256(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamped, err := manifests.StampSHA256([]byte(markerManifest), sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plugin.yaml"), stamped, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func ran(marker string) bool {
+	_, err := os.Stat(marker)
+	return err == nil
+}
+
+// TestNothingRunsBeforeConsent (issue 9.1): a third-party plugin's code
+// does not execute before the user approved it, even when certification
+// would run it as a plain process (--sandbox=none). On the old code the
+// suite ran it first and asked afterwards.
+func TestNothingRunsBeforeConsent(t *testing.T) {
+	c := conformanceCLI(t) // FLUFFY_SANDBOX=none: any run would land on the host
+	marker := filepath.Join(t.TempDir(), "marker")
+	src := markerPlugin(t, marker)
+
+	_, errOut, code := c.runIn("n\n", true, "plugin", "install", src)
+	if code == 0 || !strings.Contains(errOut, "declined") || !strings.Contains(errOut, "Install this plugin?") {
+		t.Fatalf("answering no: %d\n%s", code, errOut)
+	}
+	for _, want := range []string{"sha256:", "capabilities:", "sandbox:", "network hosts:", "markerplugin@1.0.0"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the consent screen lacks %q:\n%s", want, errOut)
+		}
+	}
+	if ran(marker) {
+		t.Fatal("the plugin ran although the user answered no")
+	}
+
+	_, errOut, code = c.run("plugin", "install", src)
+	if code == 0 || !strings.Contains(errOut, "no terminal to ask; pass --yes to approve") || strings.Contains(errOut, "answered no") {
+		t.Fatalf("no terminal: %d\n%s", code, errOut)
+	}
+	if ran(marker) {
+		t.Fatal("the plugin ran without approval (no terminal)")
+	}
+
+	// The control: approved and certified as a plain process (the user's
+	// explicit --sandbox=none), it does run on the host.
+	_, errOut, code = c.runIn("y\n", true, "plugin", "install", src, "--sandbox=none")
+	if code != 0 || !ran(marker) || !strings.Contains(errOut, "plain process with your privileges") {
+		t.Fatalf("approved with --sandbox=none: code %d, ran %v\n%s", code, ran(marker), errOut)
+	}
+}
+
+// TestCertificationRunsOnlyInTheSandbox (issue 9.1): approved, the plugin
+// is certified in its L2 container: every item there, the marker is never
+// written on the host.
+func TestCertificationRunsOnlyInTheSandbox(t *testing.T) {
+	if _, err := os.Stat("/var/run/docker.sock"); err != nil && os.Getenv("DOCKER_HOST") == "" {
+		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
+			t.Fatalf("FLUFFY_REQUIRE_DOCKER is set but there is no Docker socket: %v", err)
+		}
+		t.Skip("Docker is not available")
+	}
+	c := newCLI(t)
+	home, err := os.MkdirTemp("", "fh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	c.home = home
+	c.vars["FLUFFY_RUNTIME_ADAPTER"] = buildOnce(t, "../../builtin-plugins/runtime-docker")
+	c.vars["DOCKER_HOST"] = os.Getenv("DOCKER_HOST")
+	marker := filepath.Join(t.TempDir(), "marker")
+	src := markerPlugin(t, marker)
+
+	out, errOut, code := c.run("plugin", "install", src, "--yes", "--json")
+	if ran(marker) {
+		t.Fatalf("certification ran the plugin on the host:\n%s", errOut)
+	}
+	if !strings.Contains(errOut, "in the plugin's sandbox") {
+		t.Fatalf("certification did not run: %d\n%s\n%s", code, out, errOut)
+	}
+	if code != 0 || !strings.Contains(out, `"passed": true`) {
+		t.Fatalf("install: %d\n%s\n%s", code, out, errOut)
+	}
+	// Without the container runtime it refuses instead of running the plugin
+	// on the host.
+	c.vars["FLUFFY_RUNTIME_ADAPTER"] = filepath.Join(t.TempDir(), "missing")
+	c.vars["DOCKER_HOST"] = "unix:///nonexistent.sock"
+	_, errOut, code = c.run("plugin", "install", src, "--yes", "--force")
+	if code == 0 || !strings.Contains(errOut, "CONFORMANCE_SANDBOX") || ran(marker) {
+		t.Fatalf("no runtime: %d ran=%v\n%s", code, ran(marker), errOut)
+	}
+}
