@@ -133,3 +133,38 @@ func TestCertificationRunsOnlyInTheSandbox(t *testing.T) {
 		t.Fatalf("no runtime: %d ran=%v\n%s", code, ran(marker), errOut)
 	}
 }
+
+// TestInfoShowsTampering (issue 9.2): a stored binary swapped and its
+// stored manifest re-stamped does not run, and `plugin info` says so
+// instead of showing the old hash and "certification PASSED" alone.
+func TestInfoShowsTampering(t *testing.T) {
+	c := conformanceCLI(t)
+	marker := filepath.Join(t.TempDir(), "marker")
+	src := markerPlugin(t, marker)
+	if _, errOut, code := c.run("plugin", "install", src, "--yes", "--sandbox=none"); code != 0 {
+		t.Fatalf("install: %s", errOut)
+	}
+	out, _, _ := c.run("plugin", "info", "markerplugin")
+	if !strings.Contains(out, "Integrity:     ok") || !strings.Contains(out, "Certification: PASSED —") {
+		t.Fatalf("info before tampering:\n%s", out)
+	}
+	stored := filepath.Join(c.home, "plugins", "markerplugin", "1.0.0")
+	evil := markerPlugin(t, marker+".evil")
+	b, _ := os.ReadFile(filepath.Join(evil, "markerplugin"))
+	if err := os.WriteFile(filepath.Join(stored, "markerplugin"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mf, _ := os.ReadFile(filepath.Join(evil, "plugin.yaml"))
+	if err := os.WriteFile(filepath.Join(stored, "plugin.yaml"), mf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ = c.run("plugin", "info", "markerplugin")
+	if !strings.Contains(out, "Integrity:     MISMATCH") || !strings.Contains(out, "not for what is stored now") {
+		t.Fatalf("info after tampering:\n%s", out)
+	}
+	_, errOut, code := c.run("plugin", "call", "markerplugin", "mark.echo", "{}")
+	if code == 0 || ran(marker+".evil") {
+		t.Fatalf("call after tampering: code %d, evil ran %v\n%s", code, ran(marker+".evil"), errOut)
+	}
+	t.Logf("call refused: %s", errOut)
+}
