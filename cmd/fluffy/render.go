@@ -9,6 +9,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // ANSI styles used by the renderer; empty when colour is off.
@@ -93,7 +94,7 @@ func (r *renderer) Event(ev agent.Event) {
 				fmt.Fprintf(r.w, "    %s\n", safeLine(t.Summary, 200))
 			}
 			if t.Error != nil {
-				fmt.Fprintf(r.w, "    %s%s%s\n", r.s.red, safeLine(t.Error.What, 200), r.s.reset)
+				fmt.Fprintf(r.w, "    %s%s%s\n", r.s.red, safeLine(says(t.Error)+t.Error.What, 200), r.s.reset)
 			}
 		}
 	case agent.EventStateChanged:
@@ -125,7 +126,7 @@ func (r *renderer) Event(ev agent.Event) {
 	case agent.EventError:
 		r.endTextLocked()
 		if ev.Error != nil {
-			fmt.Fprintf(r.w, "  %s! %s%s", r.s.yellow, safeLine(ev.Error.What, 200), r.s.reset)
+			fmt.Fprintf(r.w, "  %s! %s%s", r.s.yellow, safeLine(says(ev.Error)+ev.Error.What, 200), r.s.reset)
 			if ev.Error.Why != "" {
 				fmt.Fprintf(r.w, ": %s", safeLine(ev.Error.Why, 200))
 			}
@@ -235,6 +236,17 @@ func (r *renderer) Close() {
 	r.stopSpinLocked()
 	r.newlineLocked()
 	r.mu.Unlock()
+}
+
+// says marks a plugin's error text as the plugin's.
+func says(e *uerr.Error) string {
+	switch e.Plugin {
+	case "":
+		return ""
+	case uerr.UnknownPlugin:
+		return "a plugin says: "
+	}
+	return "plugin " + e.Plugin + " says: "
 }
 
 func orDash(s string) string {

@@ -74,3 +74,14 @@ func TestRendererReviewDiffColoured(t *testing.T) {
 		t.Fatalf("review rendering:\n%q", out)
 	}
 }
+
+// A tool's error written by a plugin is shown as the plugin's.
+func TestRendererMarksPluginErrors(t *testing.T) {
+	out := renderAll(false,
+		agent.Event{Type: agent.EventToolResult, Tool: &agent.ToolEvent{Name: "x", Error: uerr.FromPlugin("tool-x", "POLICY_DENIED", "access denied", "", "")}},
+		agent.Event{Type: agent.EventToolResult, Tool: &agent.ToolEvent{Name: "y", Error: uerr.New("POLICY_DENIED", "kernel denied", "", "")}},
+	)
+	if !strings.Contains(out, "plugin tool-x says: access denied") || strings.Contains(out, "says: kernel denied") {
+		t.Fatalf("%q", out)
+	}
+}

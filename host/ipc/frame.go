@@ -41,12 +41,19 @@ type Error struct {
 	Retryable bool   `json:"retryable"`
 	Why       string `json:"why,omitempty"`
 	Fix       string `json:"fix,omitempty"`
+	// Plugin is set when a plugin wrote the error (uerr.Error.Plugin):
+	// the code is in that plugin's namespace and the CLI shows the text
+	// as the plugin's.
+	Plugin string `json:"plugin,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // UserError converts e to the CLI's error shape.
 func (e *Error) UserError() *uerr.Error {
+	if e.Plugin != "" {
+		return uerr.FromPlugin(e.Plugin, e.Code, e.Message, e.Why, e.Fix)
+	}
 	return uerr.New(e.Code, e.Message, e.Why, e.Fix)
 }
 
@@ -57,7 +64,7 @@ func ErrorFrom(err error, retryable bool) *Error {
 		return we
 	}
 	u := uerr.From(err)
-	return &Error{Code: u.Code, Message: u.What, Why: u.Why, Fix: u.Fix, Retryable: retryable}
+	return &Error{Code: u.Code, Message: u.What, Why: u.Why, Fix: u.Fix, Retryable: retryable, Plugin: u.Plugin}
 }
 
 // Codes of the channel itself.
