@@ -108,3 +108,67 @@ func TestREPLRunsATaskInATerminal(t *testing.T) {
 		t.Fatalf("want the task's commit on top:\n%s", log)
 	}
 }
+
+// TestREPLCancelThenReview: Ctrl-C during a test run cancels the running
+// task (the session stays where it was), "continue" picks it up, and a
+// merge over merge.auto_max_lines is shown as a coloured diff for review;
+// /approve merges and commits it.
+func TestREPLCancelThenReview(t *testing.T) {
+	needDockerCLI(t)
+	fluffy := fluffyLayout(t, "tool-test", "provider-replay", "vcs-git")
+	home, err := os.MkdirTemp("", "fh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	ws := demoProject(t, fluffy, home, "../../examples/cassettes/parseconfig-cancel.jsonl")
+	set := exec.Command(fluffy, "config", "set", "--project", "merge.auto_max_lines", "10")
+	set.Dir, set.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home)
+	if out, err := set.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	t.Cleanup(func() {
+		stop := exec.Command(fluffy, "kernel", "stop")
+		stop.Dir, stop.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home)
+		_ = stop.Run()
+	})
+	adapter := filepath.Join(filepath.Dir(fluffy), "plugins", "runtime-docker", "runtime-docker")
+	s := newTmux(t, ws, []string{"FLUFFY_HOME=" + home, "FLUFFY_RUNTIME_ADAPTER=" + adapter}, fluffy, "--l1", "none")
+	s.wait(2*time.Minute, "the prompt", func(sc string) bool { return strings.Contains(sc, "[strict] [idle] >") })
+	s.send("add error handling to parseConfig", "Enter")
+	s.wait(4*time.Minute, "the first test run", func(sc string) bool {
+		i := strings.Index(sc, "fs.write src/config_errors_test.go")
+		return i >= 0 && strings.Contains(sc[i:], "test.run")
+	})
+	s.send("C-c")
+	s.wait(time.Minute, "the cancellation", func(sc string) bool { return strings.Contains(sc, "Cancelled.") })
+	s.wait(time.Minute, "the prompt in test_writing", func(sc string) bool { return strings.Contains(sc, "[strict] [test_writing] >") })
+	s.send("continue", "Enter")
+	sc := s.wait(8*time.Minute, "the merge review", func(sc string) bool { return strings.Contains(sc, "review> ") })
+	for _, want := range []string{"Review (merge)", "src/config.go", "/approve to merge all"} {
+		if !strings.Contains(sc, want) {
+			t.Fatalf("the review does not show %q:\n%s", want, sc)
+		}
+	}
+	added := false
+	for _, l := range strings.Split(sc, "\n") {
+		if strings.HasPrefix(l, "+") && strings.Contains(l, "default:") {
+			added = true
+		}
+	}
+	if !added {
+		t.Fatalf("the review does not show the diff's added lines:\n%s", sc)
+	}
+	// capture-pane -e keeps the colours: added lines are green.
+	out, _ := exec.Command("tmux", "capture-pane", "-p", "-e", "-J", "-S", "-2000", "-t", s.name).Output()
+	if !strings.Contains(string(out), "\x1b[32m+") {
+		t.Fatalf("the diff's added lines are not green:\n%q", out)
+	}
+	s.send("/approve", "Enter")
+	sc = s.wait(3*time.Minute, "the merge", func(sc string) bool { return strings.Contains(sc, "Done.") || strings.Contains(sc, "Failed:") })
+	if !strings.Contains(sc, "committed") {
+		t.Fatalf("approved, but no commit:\n%s", sc)
+	}
+	s.send("C-d")
+	s.wait(time.Minute, "fluffy to exit", func(sc string) bool { return strings.Contains(sc, "FLUFFY-EXITED-0") })
+}

@@ -110,8 +110,19 @@ def script(source_first):
     t.append(turn(n, "All tests pass. parseConfig now reports malformed lines, unknown keys and bad values with the line number.", [], 5200, 40, stop="end_turn")); n += 1
     return t
 
+def cancel_script():
+    """The REPL test's conversation: the person presses Ctrl-C during the
+    first test run, then types "continue"; the merge goes to review."""
+    t = []
+    t.append(turn(1, "Planning.", [("c1", "plan.complete", {"plan": "1. A failing test for malformed lines. 2. Return errors naming the line. 3. Red, then green."})], 1500, 50))
+    t.append(turn(2, "First the failing test.", [("c2", "fs.write", {"path": "src/config_errors_test.go", "content": TEST}), ("c3", "test.run", {})], 2100, 260))
+    t.append(turn(3, "Running the tests again.", [("c4", "test.run", {})], 2600, 30))
+    t.append(turn(4, "Red as expected. Now the fix.", [("c5", "fs.write", {"path": "src/config.go", "content": SRC}), ("c6", "test.run", {})], 3300, 720))
+    t.append(turn(5, "Done: parseConfig reports malformed lines.", [], 4000, 20, stop="end_turn"))
+    return t
+
 here = os.path.dirname(os.path.abspath(__file__))
-for name, sf in (("parseconfig.jsonl", False), ("parseconfig-source-first.jsonl", True)):
+for name, turns in (("parseconfig.jsonl", script(False)), ("parseconfig-source-first.jsonl", script(True)), ("parseconfig-cancel.jsonl", cancel_script())):
     with open(os.path.join(here, name), "w") as f:
-        for tn in script(sf):
+        for tn in turns:
             f.write(json.dumps(tn, separators=(",", ":")) + "\n")
