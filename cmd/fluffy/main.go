@@ -172,8 +172,15 @@ func report(e *env, err error) int {
 func usage(w io.Writer, cmds []command) {
 	fmt.Fprintln(w, "fluffy — a zero-trust, vendor-agnostic AI programming CLI")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: fluffy <command> [arguments]")
+	fmt.Fprintln(w, "Usage: fluffy                          the interactive shell (REPL; /help inside)")
+	fmt.Fprintln(w, `       fluffy [flags] "task"           one task, then exit: 0 done, 1 failed, 2 usage, 3 stopped, 4 rejected`)
+	fmt.Fprintln(w, "       fluffy <command> [arguments]")
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Task flags: --mode strict|explore|debug  --provider openai|anthropic|ollama|replay  --model NAME")
+	fmt.Fprintln(w, "            --yes (approve only what the policy lets pass without review)  --json (events as JSON lines)")
+	fmt.Fprintln(w, "            --l1 docker|none (where the kernel runs)  --project DIR")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
 	width := 0
 	for _, c := range cmds {
