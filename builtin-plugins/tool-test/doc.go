@@ -7,7 +7,8 @@
 // Runners: Go (`go test -json`, its build events included), pytest (junit
 // XML), node (`node --test` with the junit reporter). The runner is
 // detected from the view or named by the call; classification reads only
-// the runners' machine formats, never their exit codes or free text.
+// the runners' machine formats, never free text (pytest's exit code only
+// cross-checks its report).
 //
 // Code the AI wrote never runs with write access to anything that outlives
 // the call: the Go toolchain builds with the kernel-owned cache (/cache),

@@ -82,6 +82,70 @@ var nodeFixtures = map[string]map[string]string{
 	},
 }
 
+// pyFixtures are tiny real pytest projects, one per classification.
+var pyFixtures = map[string]map[string]string{
+	"pygreen": {
+		"calc.py":      "def add(a, b):\n    return a + b\n",
+		"test_calc.py": "import pytest\nfrom calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n@pytest.mark.skip(reason=\"later\")\ndef test_later():\n    pass\n",
+	},
+	"pyred": {
+		"calc.py":      "def add(a, b):\n    return a + b\n",
+		"test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 4\n\n\ndef test_ok():\n    pass\n",
+	},
+	// A new test of a function not written yet: pytest fails to import
+	// the test module (ImportError of the name), which is red.
+	"pyundefined": {
+		"calc.py":      "def add(a, b):\n    return a + b\n",
+		"test_calc.py": "from calc import sub\n\n\ndef test_sub():\n    assert sub(3, 2) == 1\n",
+	},
+	// A new test of a module not written yet, inside the project's own
+	// package: red too.
+	"pynewmod": {
+		"shop/__init__.py": "",
+		"test_cart.py":     "from shop.cart import total\n\n\ndef test_total():\n    assert total([1, 2]) == 3\n",
+	},
+	// The code under test fails to import (a dependency that is not
+	// there): a build error in calc.py, not the test's fault.
+	"pybuilderr": {
+		"calc.py":      "import nonexistent_dependency\n\n\ndef add(a, b):\n    return a + b\n",
+		"test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+	},
+	"pysyntax": {
+		"calc.py":      "def add(a, b):\n    return a + b\n",
+		"test_calc.py": "from calc import add\n\n\ndef test_add(:\n    pass\n",
+	},
+	"pyfixture": {
+		"test_calc.py": "import pytest\n\n\n@pytest.fixture\ndef thing():\n    raise RuntimeError(\"boom\")\n\n\ndef test_uses(thing):\n    pass\n",
+	},
+	"pynotests": {
+		"calc.py":    "def add(a, b):\n    return a + b\n",
+		"pytest.ini": "[pytest]\n",
+	},
+	"pysleep": {
+		"test_sleep.py": "import time\n\n\ndef test_quick():\n    pass\n\n\ndef test_sleep():\n    time.sleep(3600)\n",
+	},
+	// pypoison passes only if nothing outside the run's scratch directory
+	// is writable, and the temp dir pytest hands a test is.
+	"pypoison": {
+		"test_poison.py": `import os
+
+
+def test_cannot_poison(tmp_path):
+    for d in ["/cache", "/cache/go-build", "/out", os.environ.get("POISON_DIR", ""), os.path.dirname(__file__)]:
+        if not d or not os.path.isdir(d):
+            continue
+        p = os.path.join(d, "poisoned-by-test")
+        try:
+            with open(p, "w") as f:
+                f.write("x")
+        except OSError:
+            continue
+        raise AssertionError("wrote " + p)
+    (tmp_path / "ok").write_text("x")
+`,
+	},
+}
+
 // writeGoFixtures writes every fixture as its own module under dir.
 func writeGoFixtures(tb testing.TB, dir string) {
 	tb.Helper()
@@ -93,6 +157,17 @@ func writeGoFixtures(tb testing.TB, dir string) {
 		files["go.mod"] = "module example.com/" + name + "\n\ngo 1.22\n"
 		for f, c := range files {
 			if err := os.WriteFile(filepath.Join(d, f), []byte(c), 0o644); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	for name, files := range pyFixtures {
+		for f, c := range files {
+			p := filepath.Join(dir, name, filepath.FromSlash(f))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				tb.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
 				tb.Fatal(err)
 			}
 		}

@@ -111,9 +111,83 @@ var classCases = []classCase{
 			t.Errorf("tests %+v", r.Tests)
 		}
 	}},
+	{"pytest green", `{"path":"pygreen"}`, testrun.Green, func(t *testing.T, r testrun.Run) {
+		if r.Runner != "pytest" || r.Counts != (testrun.Counts{Passed: 1, Skipped: 1}) {
+			t.Errorf("runner %s counts %+v", r.Runner, r.Counts)
+		}
+	}},
+	{"pytest red assertion", `{"path":"pyred"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if r.Counts != (testrun.Counts{Passed: 1, Failed: 1}) || r.Tests[0].Name != "test_add" || !strings.Contains(r.Tests[0].Message, "assert 3 == 4") {
+			t.Errorf("tests %+v", r.Tests)
+		}
+	}},
+	{"pytest red undefined", `{"path":"pyundefined"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) != 1 {
+			t.Fatalf("build errors %+v", r.BuildErrors)
+		}
+		be := r.BuildErrors[0]
+		if be.File != "pyundefined/test_calc.py" || be.Line != 1 || !be.Undefined || !be.InTestFile || !strings.HasPrefix(be.Message, "ImportError: cannot import name 'sub'") {
+			t.Errorf("build error %+v", be)
+		}
+	}},
+	{"pytest red new module", `{"path":"pynewmod"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) != 1 || r.BuildErrors[0].File != "pynewmod/test_cart.py" || !r.BuildErrors[0].Undefined {
+			t.Errorf("build errors %+v", r.BuildErrors)
+		}
+	}},
+	{"pytest build error in code", `{"path":"pybuilderr"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) != 1 {
+			t.Fatalf("build errors %+v", r.BuildErrors)
+		}
+		be := r.BuildErrors[0]
+		if be.File != "pybuilderr/calc.py" || be.Line != 1 || be.InTestFile || !strings.HasPrefix(be.Message, "ModuleNotFoundError: No module named 'nonexistent_dependency'") {
+			t.Errorf("build error %+v", be)
+		}
+		if !strings.Contains(r.Summary, "pybuilderr/calc.py:1") {
+			t.Errorf("summary %q", r.Summary)
+		}
+	}},
+	{"pytest syntax error in test", `{"path":"pysyntax"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) != 1 || r.BuildErrors[0].File != "pysyntax/test_calc.py" || r.BuildErrors[0].Line != 4 || !r.BuildErrors[0].InTestFile || r.BuildErrors[0].Undefined {
+			t.Errorf("build errors %+v", r.BuildErrors)
+		}
+	}},
+	{"pytest fixture error", `{"path":"pyfixture"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if r.Counts.Failed != 1 || !strings.Contains(r.Tests[0].Message, "boom") {
+			t.Errorf("tests %+v", r.Tests)
+		}
+	}},
+	{"pytest no tests", `{"path":"pynotests"}`, testrun.NoTests, nil},
+	{"pytest timeout", `{"path":"pysleep","timeout_seconds":20}`, testrun.Timeout, nil},
+	{"pytest cannot poison", `{"path":"pypoison"}`, testrun.Green, nil},
+}
+
+// sandboxPath is the PATH a code-executor sandbox gets from the default
+// policy's toolchains (/usr/local/go/bin, /usr/bin): the in-process test
+// uses the same, so python3 is the system's (with python3-pytest), not a
+// version manager's shim earlier on the host's PATH.
+func sandboxPath(t *testing.T) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(gobin) + ":/usr/bin:/bin"
+}
+
+// noBytecode fails if a run left pytest's caches in the project.
+func noBytecode(t *testing.T, ws string) {
+	t.Helper()
+	filepath.Walk(ws, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && (fi.Name() == "__pycache__" || fi.Name() == ".pytest_cache" || fi.Name() == "poisoned-by-test") {
+			t.Errorf("a run wrote %s into the project", p)
+		}
+		return nil
+	})
 }
 
 func TestClassifyInProcess(t *testing.T) {
+	t.Setenv("PATH", sandboxPath(t))
 	ws := t.TempDir()
 	writeGoFixtures(t, ws)
 	out := t.TempDir()
@@ -144,6 +218,7 @@ func TestClassifyInProcess(t *testing.T) {
 			}
 		})
 	}
+	noBytecode(t, ws)
 	if es, _ := os.ReadDir(poison); len(es) != 0 {
 		t.Fatalf("a test wrote outside its scratch directory: %v", es)
 	}

@@ -15,7 +15,10 @@ import (
 )
 
 // runPytest runs pytest (itself confined: it imports the project's code)
-// with a junit XML report in the scratch directory.
+// with a junit XML report in the scratch directory. --rootdir is the
+// project root, so the report's node ids are project-relative; the cache
+// provider is off and bytecode is not written, so pytest writes nothing
+// but the report and what the tests write under the scratch directory.
 func (j *job) runPytest(ctx context.Context, timeout time.Duration) testrun.Run {
 	confined := filepath.Join(j.scratch, "run")
 	if err := os.MkdirAll(confined, 0o755); err != nil {
@@ -23,7 +26,7 @@ func (j *job) runPytest(ctx context.Context, timeout time.Duration) testrun.Run 
 	}
 	report := filepath.Join(confined, "junit.xml")
 	argv := append(landlock.Command(j.self, confined), "python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-		"--junitxml="+report, "-o", "junit_family=xunit2")
+		"--rootdir="+j.ws, "--junitxml="+report, "-o", "junit_family=xunit2")
 	if j.target != "." {
 		argv = append(argv, j.target)
 	}
@@ -49,7 +52,36 @@ func (j *job) runPytest(ctx context.Context, timeout time.Duration) testrun.Run 
 	}
 	parseJUnit(&run, data, j.ws, true)
 	run.Output = string(res.stdout)
+	if why := pytestExitDisagrees(run, res.exitCode); why != "" {
+		run.Summary = why
+		run.Status = testrun.RunnerError
+	}
 	return run
+}
+
+// pytestExitDisagrees cross-checks the classification (made from the
+// report alone) against pytest's documented exit codes: 0 all passed,
+// 1 tests failed, 2 interrupted (collection errors), 3 internal error,
+// 4 usage error, 5 no tests collected. A disagreement means the report
+// cannot be trusted, and the run is a runner error.
+func pytestExitDisagrees(run testrun.Run, code int) string {
+	ok := false
+	switch run.Status {
+	case testrun.Green:
+		ok = code == 0
+	case testrun.NoTests:
+		ok = code == 0 || code == 5 // 0 when every test was skipped
+	case testrun.Red:
+		ok = code == 1 || code == 2 && len(run.BuildErrors) > 0
+	case testrun.BuildFailed:
+		ok = code == 2
+	default:
+		return ""
+	}
+	if ok {
+		return ""
+	}
+	return fmt.Sprintf("pytest exited %d, which does not match its report (%s): the report is not trusted", code, run.Status)
 }
 
 // runNode runs `node --test` (confined) with the junit reporter.
@@ -115,10 +147,10 @@ type junitProblem struct {
 	Text    string `xml:",chardata"`
 }
 
-// parseJUnit fills run from a junit report. For pytest, an <error> on a
-// case is a collection or fixture error: an ImportError/NameError of a
-// name in a test module is what a test of not-yet-written code gives
-// (red); any other collection error is a build error.
+// parseJUnit fills run from a junit report. For pytest, an <error> with
+// the collection-failure message is a module that did not import: a
+// BuildError (see pytestCollectError for when it is red); an <error> on a
+// test (a fixture that raised) fails that test.
 func parseJUnit(run *testrun.Run, data []byte, ws string, pytest bool) {
 	var root junitSuite
 	if err := xml.Unmarshal(data, &root); err != nil {
@@ -130,15 +162,8 @@ func parseJUnit(run *testrun.Run, data []byte, ws string, pytest bool) {
 		for _, c := range s.Cases {
 			t := testrun.Test{Name: c.Name, Package: c.ClassName, DurationMS: int64(c.Time * 1000), File: c.File, Status: testrun.Pass}
 			switch {
-			case c.Error != nil && pytest && (c.Name == "" || c.ClassName == "" || strings.Contains(c.Error.Message, "collection failure")):
-				msg := c.Error.Message + "\n" + c.Error.Text
-				be := testrun.BuildError{File: c.File, Package: c.ClassName, Message: clip(strings.TrimSpace(msg), 1024)}
-				if be.File == "" {
-					be.File = strings.ReplaceAll(c.ClassName, ".", "/") + ".py"
-				}
-				be.InTestFile = true
-				be.Undefined = strings.Contains(msg, "ImportError") || strings.Contains(msg, "NameError") || strings.Contains(msg, "AttributeError")
-				run.BuildErrors = append(run.BuildErrors, be)
+			case c.Error != nil && pytest && c.Error.Message == pytestCollectionFailure:
+				run.BuildErrors = append(run.BuildErrors, pytestCollectError(c, ws))
 				continue
 			case c.Failure != nil:
 				t.Status, t.Message = testrun.Fail, tailClip(c.Failure.Message+"\n"+c.Failure.Text, maxMessageBytes)

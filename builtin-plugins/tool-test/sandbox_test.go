@@ -54,6 +54,7 @@ func TestRunInDockerSandbox(t *testing.T) {
 	if len(found) > 0 {
 		t.Fatalf("test code wrote outside its scratch directory: %v", found)
 	}
+	noBytecode(t, ws)
 	// Arguments are checked before anything runs.
 	res := e.Call(t, "tool-test", "test.run", "opz", `{"path":"../"}`)
 	if res.OK || res.Err == nil {
