@@ -80,6 +80,28 @@ var nodeFixtures = map[string]map[string]string{
 		"add.js":       "exports.add = (a, b) => a + b;\n",
 		"add.test.js":  "const test = require('node:test');\nconst assert = require('node:assert');\nconst { add } = require('./add');\ntest('adds', () => { assert.strictEqual(add(1, 2), 4); });\ntest('ok', () => {});\n",
 	},
+	// A new test of a function not written yet: calling undefined throws
+	// a TypeError inside the test.
+	"nodeundefined": {
+		"package.json": `{"name":"nodeundefined","version":"1.0.0"}`,
+		"add.js":       "exports.add = (a, b) => a + b;\n",
+		"sub.test.js":  "const test = require('node:test');\nconst assert = require('node:assert');\nconst { sub } = require('./add');\ntest('subs', () => { assert.strictEqual(sub(3, 2), 1); });\n",
+	},
+	// The code under test does not load: node's junit report has only a
+	// file-level failure, the same as for a test file that throws.
+	"nodeloadfail": {
+		"package.json": `{"name":"nodeloadfail","version":"1.0.0"}`,
+		"add.js":       "exports.add = (a, b) => a +;\n",
+		"add.test.js":  "const test = require('node:test');\nconst { add } = require('./add');\ntest('adds', () => { add(1, 2); });\n",
+	},
+	"nodenotests": {
+		"package.json": `{"name":"nodenotests","version":"1.0.0"}`,
+		"add.js":       "exports.add = (a, b) => a + b;\n",
+	},
+	"nodesleep": {
+		"package.json":  `{"name":"nodesleep","version":"1.0.0"}`,
+		"sleep.test.js": "const test = require('node:test');\ntest('quick', () => {});\ntest('sleeps', () => new Promise((r) => setTimeout(r, 3600e3)));\n",
+	},
 }
 
 // pyFixtures are tiny real pytest projects, one per classification.

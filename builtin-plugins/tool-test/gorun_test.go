@@ -111,6 +111,18 @@ var classCases = []classCase{
 			t.Errorf("tests %+v", r.Tests)
 		}
 	}},
+	{"node red undefined", `{"path":"nodeundefined"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if r.Counts != (testrun.Counts{Failed: 1}) || r.Tests[0].Name != "subs" || !strings.Contains(r.Tests[0].Message, "sub is not a function") {
+			t.Errorf("tests %+v", r.Tests)
+		}
+	}},
+	{"node load failure", `{"path":"nodeloadfail"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if r.Counts != (testrun.Counts{Failed: 1}) || r.Tests[0].Name != "nodeloadfail/add.test.js" || r.Tests[0].File != "nodeloadfail/add.test.js" {
+			t.Errorf("tests %+v", r.Tests)
+		}
+	}},
+	{"node no tests", `{"path":"nodenotests"}`, testrun.NoTests, nil},
+	{"node timeout", `{"path":"nodesleep","timeout_seconds":20}`, testrun.Timeout, nil},
 	{"pytest green", `{"path":"pygreen"}`, testrun.Green, func(t *testing.T, r testrun.Run) {
 		if r.Runner != "pytest" || r.Counts != (testrun.Counts{Passed: 1, Skipped: 1}) {
 			t.Errorf("runner %s counts %+v", r.Runner, r.Counts)

@@ -161,6 +161,12 @@ func parseJUnit(run *testrun.Run, data []byte, ws string, pytest bool) {
 	walk = func(s junitSuite) {
 		for _, c := range s.Cases {
 			t := testrun.Test{Name: c.Name, Package: c.ClassName, DurationMS: int64(c.Time * 1000), File: c.File, Status: testrun.Pass}
+			if !pytest && filepath.IsAbs(c.Name) {
+				// node names a test file that failed as a whole (it did
+				// not load, or exited non-zero) by its absolute path.
+				t.Name = relToWorkspace(ws, ws, c.Name)
+				t.File = t.Name
+			}
 			switch {
 			case c.Error != nil && pytest && c.Error.Message == pytestCollectionFailure:
 				run.BuildErrors = append(run.BuildErrors, pytestCollectError(c, ws))
