@@ -26,6 +26,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/sandbox"
+	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Options configure a kernel.
@@ -120,6 +121,13 @@ func OpenHomeDB(ctx context.Context, home string, log hclog.Logger) (*store.DB, 
 func Open(ctx context.Context, o Options) (*Kernel, error) {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
+	}
+	// The project must exist: the kernel keeps its database in
+	// <project>/.fluffy and would otherwise create a mistyped --project.
+	if fi, err := os.Stat(o.Workspace); err != nil || !fi.IsDir() {
+		return nil, uerr.New("PROJECT_NOT_FOUND", fmt.Sprintf("project directory %s does not exist", o.Workspace),
+			"fluffy works on an existing project and creates none",
+			"pass --project with the path of an existing project directory (or cd into it)")
 	}
 	db, err := OpenHomeDB(ctx, o.Home, o.Logger)
 	if err != nil {

@@ -57,8 +57,7 @@ func (c *catalog) Lookup(plugin, name string) (router.Target, error) {
 	if plugin != "" {
 		spec, ok := c.k.Plugins.Spec(plugin)
 		if !ok {
-			return router.Target{}, uerr.New(supervisor.CodeUnknownPlugin, fmt.Sprintf("no plugin named %s is loaded", plugin),
-				"it is not installed, not enabled, or was rejected", "run `fluffy plugin list --rejected` to see why")
+			return router.Target{}, c.k.notLoaded(plugin)
 		}
 		if spec.Kind != base.KindTool {
 			return router.Target{}, uerr.New(supervisor.CodeKindUnsupported, fmt.Sprintf("plugin %s is a %s plugin, not a tool plugin", plugin, spec.Kind),
