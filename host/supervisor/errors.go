@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
@@ -47,9 +48,13 @@ func (e *APIVersionError) user() *uerr.Error {
 	if e.AtHandshake {
 		why += " (found at the handshake: the plugin's manifest claims a version its binary does not offer)"
 	}
-	fix := fmt.Sprintf("install a release of %s built for plugin API %d or %d", e.Plugin, e.KernelMin, e.KernelMax)
-	if len(e.PluginVersions) > 0 && e.PluginVersions[0] > e.KernelMax {
-		fix = fmt.Sprintf("upgrade fluffy to a release that supports plugin API %d, or install an older %s", e.PluginVersions[0], e.Plugin)
+	fix := fmt.Sprintf("install a release of %s built for plugin API %d or %d; its author builds it with this fluffy's pluginsdk", e.Plugin, e.KernelMin, e.KernelMax)
+	if len(e.PluginVersions) > 0 && slices.Min(e.PluginVersions) > e.KernelMax {
+		// Newer than this kernel: either fluffy is old or the manifest claims
+		// a version no release defines. Say both, for whoever reads it.
+		fix = fmt.Sprintf("API %d is newer than this fluffy's newest (%d): if a newer fluffy release supports it, upgrade fluffy; "+
+			"otherwise the manifest is wrong (plugin author: declare in api_versions only what the binary serves, e.g. [%d, %d] with this pluginsdk)",
+			slices.Min(e.PluginVersions), e.KernelMax, e.KernelMin, e.KernelMax)
 	}
 	return uerr.New(CodeAPIVersion, fmt.Sprintf("plugin %s is not compatible with this fluffy", e.Plugin), why, fix)
 }
