@@ -24,7 +24,7 @@ func section(t *testing.T, src string) *yaml.Node {
 
 func TestParseToolchains(t *testing.T) {
 	// Not under /tmp: a toolchain there would hide the sandbox's /tmp.
-	home, err := os.MkdirTemp(".", "home")
+	home, err := os.MkdirTemp(outsideTmp(t), "home")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,4 +134,19 @@ func TestCodeExecutorMounts(t *testing.T) {
 	if _, err := os.Stat(other.BuildCache); err == nil {
 		t.Fatal("a cache directory was made for a template that runs no code")
 	}
+}
+
+// outsideTmp is a base directory for test trees that must not lie under
+// /tmp (a path sandboxes reserve): the package directory, or /var/tmp when
+// the checkout itself is under /tmp.
+func outsideTmp(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wd == "/tmp" || strings.HasPrefix(wd, "/tmp/") {
+		return "/var/tmp"
+	}
+	return "."
 }

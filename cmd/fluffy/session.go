@@ -58,7 +58,7 @@ func sessionList(e *env, args []string) error {
 		return err
 	}
 	if f.json {
-		return writeJSON(e.stdout, list)
+		return writeJSON(jsonOut{e.stdout}, list)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tUPDATED\tMODE\tSTATE\tPENDING\tTITLE")
@@ -77,7 +77,7 @@ func sessionShow(e *env, args []string) error {
 	if _, err := sessionCall(e, args, "show", true, daemon.MethodSessionShow, &st); err != nil {
 		return err
 	}
-	return writeJSON(e.stdout, st)
+	return writeJSON(jsonOut{e.stdout}, st)
 }
 
 func sessionResume(e *env, args []string) error {

@@ -34,7 +34,7 @@ func TestToolchainsFromPolicy(t *testing.T) {
 	}
 
 	// Outside /tmp, which toolchains may not touch for another reason.
-	base, err := os.MkdirTemp(".", "tc")
+	base, err := os.MkdirTemp(outsideTmp(t), "tc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,4 +59,19 @@ func TestToolchainsFromPolicy(t *testing.T) {
 	if a, b := BuildCacheDir("/h", "/p/x"), BuildCacheDir("/h", "/p/x/"); a != b || !strings.HasPrefix(a, "/h/cache/") || a == BuildCacheDir("/h", "/p/y") {
 		t.Errorf("cache dirs: %s %s", a, b)
 	}
+}
+
+// outsideTmp is a base directory for test trees that must not lie under
+// /tmp (a path sandboxes reserve): the package directory, or /var/tmp when
+// the checkout itself is under /tmp.
+func outsideTmp(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wd == "/tmp" || strings.HasPrefix(wd, "/tmp/") {
+		return "/var/tmp"
+	}
+	return "."
 }
