@@ -66,6 +66,9 @@ func suites() []suite {
 	return []suite{
 		{name: "plugin", run: pluginSuite},
 		{name: "workspace", run: workspaceSuite},
+		{name: "task", run: taskSuite},
+		{name: "parallel", run: parallelSuite},
+		{name: "cli", run: cliSuite},
 	}
 }
 

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/host/scheduler"
+)
+
+// taskSuite measures issue 14's whole task: the scripted demo
+// (examples/cassettes/parseconfig.jsonl, provider-replay) end to end in
+// real sandboxes, its wall time split by the events' own timestamps, and
+// the kernel's memory over a synthetic 50-turn session.
+func taskSuite(cfg config, progress func(string)) ([]Row, error) {
+	data, err := os.ReadFile("examples/cassettes/parseconfig.jsonl")
+	if err != nil {
+		return nil, fmt.Errorf("run the harness from the repository root: %w", err)
+	}
+	names := []string{"wall", "provider", "sandbox start", "test runs", "other tool calls", "kernel overhead"}
+	split := map[string][]time.Duration{}
+	var shares []time.Duration // kernel overhead share, in units of 0.01 % (stored as ns for stats)
+	for i := range cfg.samples {
+		progress(fmt.Sprintf("demo task %d/%d (fresh kernel, cold sandboxes)", i+1, cfg.samples))
+		env, err := openTaskEnv(cfg, data, 0, scheduler.Config{})
+		if err != nil {
+			return nil, err
+		}
+		evs, done, wall, err := env.run("add error handling to parseConfig", "", nil)
+		env.close()
+		if err != nil {
+			return nil, err
+		}
+		if done.Status != agent.StatusDone {
+			return nil, fmt.Errorf("demo task ended %s: %s", done.Status, done.Reason)
+		}
+		for _, e := range evs {
+			if e.Type == agent.EventToolResult && e.Tool != nil && e.Tool.DurationMS >= 1000 {
+				progress(fmt.Sprintf("    slow call: %s (%s) %d ms %s", e.Tool.Name, e.Tool.Plugin, e.Tool.DurationMS, e.Tool.TestStatus))
+			}
+		}
+		p := splitTask(evs, wall)
+		p["wall"] = wall
+		for _, n := range names {
+			split[n] = append(split[n], p[n])
+		}
+		share := float64(p["kernel overhead"]) / float64(wall)
+		shares = append(shares, time.Duration(share*1e4))
+		progress(fmt.Sprintf("  wall %v: provider %v, sandbox start %v, test runs %v, other tools %v, kernel %v (%.1f %%)",
+			wall.Round(time.Millisecond), p["provider"].Round(time.Millisecond), p["sandbox start"].Round(time.Millisecond),
+			p["test runs"].Round(time.Millisecond), p["other tool calls"].Round(time.Millisecond), p["kernel overhead"].Round(time.Millisecond), share*100))
+	}
+	var rows []Row
+	for _, n := range names {
+		r := stats("task", "demo task: "+n, split[n], "ms")
+		if n != "wall" {
+			r.Baseline = "demo task: wall"
+		}
+		rows = append(rows, r)
+	}
+	sr := stats("task", "demo task: kernel overhead share", shares, "ns")
+	sr.Unit = "%"
+	sr.P50, sr.P90, sr.P99 = sr.P50/100, sr.P90/100, sr.P99/100
+	verdict(&sr, 5)
+	rows = append(rows, sr)
+
+	rss, err := rssSession(cfg, progress)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, rss...), nil
+}
+
+// splitTask attributes each millisecond of a task's wall time to one
+// part, in this order of precedence: sandbox start, test runs, other tool
+// calls, provider, kernel overhead (the rest).
+//
+//   - A tool call spans [result time - DurationMS, result time].
+//   - A model turn (provider) spans from its first streamed event to its
+//     usage event; the gap before it (building the request, the provider's
+//     time to first event) is not counted as provider.
+//   - Sandbox start: the first call of each tool plugin minus the median of
+//     its later calls; for the provider, the gap before turn 1 minus the
+//     median gap before the other turns.
+func splitTask(evs []agent.Event, wall time.Duration) map[string]time.Duration {
+	if len(evs) == 0 {
+		return map[string]time.Duration{}
+	}
+	t0 := evs[0].Time
+	for _, e := range evs {
+		if e.Type == agent.EventTaskStarted {
+			t0 = e.Time
+			break
+		}
+	}
+	end := t0.Add(wall)
+	slots := make([]int8, int(wall/time.Millisecond)+1)
+	const (
+		kKernel int8 = iota
+		kProvider
+		kOther
+		kTest
+		kStart
+	)
+	mark := func(from, to time.Time, k int8) {
+		a, b := int(from.Sub(t0)/time.Millisecond), int(to.Sub(t0)/time.Millisecond)
+		a, b = max(a, 0), min(b, len(slots))
+		for i := a; i < b; i++ {
+			if slots[i] < k {
+				slots[i] = k
+			}
+		}
+	}
+	// Model turns.
+	type turn struct{ first, usage, prev time.Time }
+	turns := map[int]*turn{}
+	var order []int
+	var last time.Time = t0
+	for _, e := range evs {
+		streamed := e.Type == agent.EventTextDelta || e.Type == agent.EventReasoningDelta || e.Type == agent.EventToolCallStart || e.Type == agent.EventUsage
+		if streamed && e.Turn > 0 {
+			t, ok := turns[e.Turn]
+			if !ok {
+				t = &turn{first: e.Time, prev: last}
+				turns[e.Turn] = t
+				order = append(order, e.Turn)
+			}
+			if e.Type == agent.EventUsage {
+				t.usage = e.Time
+			}
+		}
+		last = e.Time
+	}
+	var gaps []time.Duration
+	for _, n := range order {
+		t := turns[n]
+		if !t.usage.IsZero() {
+			mark(t.first, t.usage, kProvider)
+		}
+		if n != order[0] {
+			gaps = append(gaps, t.first.Sub(t.prev))
+		}
+	}
+	if len(order) > 0 {
+		t := turns[order[0]]
+		if cold := t.first.Sub(t.prev) - median(gaps); cold > 0 {
+			mark(t.first.Add(-cold), t.first, kStart)
+		}
+	}
+	// Tool calls.
+	type call struct {
+		from, to time.Time
+		plugin   string
+		name     string
+	}
+	var calls []call
+	for _, e := range evs {
+		if e.Type != agent.EventToolResult || e.Tool == nil || e.Tool.DurationMS == 0 {
+			continue
+		}
+		d := time.Duration(e.Tool.DurationMS) * time.Millisecond
+		calls = append(calls, call{from: e.Time.Add(-d), to: e.Time, plugin: e.Tool.Plugin, name: e.Tool.Name})
+	}
+	firstOf := map[string]int{}
+	warm := map[string][]time.Duration{}
+	for i, c := range calls {
+		if _, ok := firstOf[c.plugin]; !ok {
+			firstOf[c.plugin] = i
+			continue
+		}
+		warm[c.plugin+"\x00"+c.name] = append(warm[c.plugin+"\x00"+c.name], c.to.Sub(c.from))
+	}
+	for i, c := range calls {
+		k := kOther
+		if c.name == "test.run" {
+			k = kTest
+		}
+		mark(c.from, c.to, k)
+		if c.plugin != "" && c.plugin != "kernel" && firstOf[c.plugin] == i {
+			if w, ok := warm[c.plugin+"\x00"+c.name]; ok {
+				if cold := c.to.Sub(c.from) - median(w); cold > 0 {
+					mark(c.from, c.from.Add(cold), kStart)
+				}
+			}
+		}
+	}
+	_ = end
+	out := map[string]time.Duration{}
+	label := map[int8]string{kKernel: "kernel overhead", kProvider: "provider", kOther: "other tool calls", kTest: "test runs", kStart: "sandbox start"}
+	for _, k := range slots {
+		out[label[k]] += time.Millisecond
+	}
+	return out
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// rssSession runs a synthetic 50-turn session (each turn one fs.read of a
+// project file; every 10th turn also writes a new file, or the futility
+// check would stop a task that makes no change for 12 turns) in the
+// harness's process, where the kernel runs, and reports VmRSS before,
+// after and at peak (VmHWM), the peak Go heap (sampled every 5 calls) and
+// the live heap after a GC at the end, with the kernel still open.
+func rssSession(cfg config, progress func(string)) ([]Row, error) {
+	var calls [][]toolCall
+	for i := range 50 {
+		c := []toolCall{readCall(i)}
+		if i%10 == 9 {
+			c = append(c, toolCall{"fs.write", fmt.Sprintf(`{"path":"bench/new%02d.txt","content":"written in turn %d\n"}`, i, i+1)})
+		}
+		calls = append(calls, c)
+	}
+	data, err := synthCassette(calls)
+	if err != nil {
+		return nil, err
+	}
+	progress("synthetic 50-turn session (fs.read each turn) for kernel memory")
+	runtime.GC()
+	before := procStatus("VmRSS")
+	env, err := openTaskEnv(cfg, data, 50, scheduler.Config{})
+	if err != nil {
+		return nil, err
+	}
+	defer env.close()
+	var heapPeak uint64
+	var ms runtime.MemStats
+	n := 0
+	evs, done, wall, err := env.run("read the project's files, one a turn", "explore", func(ev agent.Event) {
+		if ev.Type == agent.EventToolResult {
+			n++
+			if n%5 == 0 {
+				runtime.ReadMemStats(&ms)
+				heapPeak = max(heapPeak, ms.HeapAlloc)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	runtime.ReadMemStats(&ms)
+	heapPeak = max(heapPeak, ms.HeapAlloc)
+	after, peak := procStatus("VmRSS"), procStatus("VmHWM")
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	live := ms.HeapAlloc
+	turns := 0
+	for _, e := range evs {
+		if e.Type == agent.EventUsage {
+			turns++
+		}
+	}
+	progress(fmt.Sprintf("  %d turns, %d tool results, ended %s (%s) in %v; RSS %d → %d KiB, peak %d KiB, heap peak %d KiB, live heap after GC %d KiB",
+		turns, n, done.Status, clip(done.Reason, 200), wall.Round(time.Millisecond), before, after, peak, heapPeak/1024, live/1024))
+	kib := func(name string, v uint64) Row {
+		return Row{Suite: "task", Name: name, Unit: "MiB", N: 1, P50: float64(v) / 1024, P90: float64(v) / 1024, P99: float64(v) / 1024}
+	}
+	label := fmt.Sprintf(" (%d-turn session, %d fs.read)", turns, n)
+	return []Row{kib("kernel RSS before opening"+label, before), kib("kernel RSS after"+label, after),
+		kib("kernel peak RSS, VmHWM"+label, peak), kib("kernel peak Go heap (HeapAlloc)"+label, heapPeak/1024),
+		kib("kernel live Go heap after GC, kernel open"+label, live/1024)}, nil
+}
+
+// procStatus reads a kB field of /proc/self/status (0 when absent).
+func procStatus(field string) uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && k == field {
+			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
