@@ -24,7 +24,7 @@ printf '\n== project %s (FLUFFY_HOME=%s)\n' "$demo" "$FLUFFY_HOME"
 printf '== the model is REPLAYED from examples/cassettes/parseconfig.jsonl (provider-replay): its words\n'
 printf '   are scripted; the kernel, the sandboxes, the policy, go test, the merge and the commit are real.\n\n'
 set +e
-"$fluffy" "add error handling to parseConfig"
+"$fluffy" --yes "add error handling to parseConfig"
 rc=$?
 set -e
 printf '\n== git log\n'

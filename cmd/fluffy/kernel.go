@@ -90,7 +90,7 @@ func kernelRun(e *env, args []string) error {
 	} else {
 		defer tasks.Close()
 	}
-	serveTasks(d, k, tasks, cfgErr, func() daemon.SessionStatus {
+	serveTasks(d, k, tasks, cfgErr, cfg.String("agent.on_disconnect") == "cancel", func() daemon.SessionStatus {
 		st := daemon.SessionStatus{Session: k.Session.ID(), L1: inL1, Sandbox: cfg.String("sandbox"), Provider: to.Provider, Model: to.Model, Pending: len(k.Session.Changes())}
 		if tasks != nil {
 			ws := tasks.Machine().Status()

@@ -115,7 +115,7 @@ func taskOptions(cfg *config.Config) kernel.TaskOptions {
 // serveTasks registers the task and session methods on the daemon. When
 // the task runner could not be opened (no provider), the task methods
 // answer with why, and the session methods still work where they can.
-func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr error, info func() daemon.SessionStatus) {
+func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr error, cancelOnDisconnect bool, info func() daemon.SessionStatus) {
 	need := func() error {
 		if t == nil {
 			return openErr
@@ -130,11 +130,15 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 		if err := decodeParams(req, &p); err != nil {
 			return nil, err
 		}
-		// The task outlives its client (agent.on_disconnect: continue):
-		// events keep flowing to `fluffy attach`, and the daemon does not
-		// exit idle under it.
+		// agent.on_disconnect: continue (default) lets the task outlive its
+		// client (events keep flowing to `fluffy attach`, and the daemon
+		// does not exit idle under it); cancel ends it with the connection.
 		defer d.Busy()()
-		done, err := t.Run(context.WithoutCancel(ctx), kernel.TaskRequest{Prompt: p.Prompt, Yes: p.Yes, Interactive: p.Interactive, Mode: p.Mode,
+		tctx := context.WithoutCancel(ctx)
+		if cancelOnDisconnect {
+			tctx = ctx
+		}
+		done, err := t.Run(tctx, kernel.TaskRequest{Prompt: p.Prompt, Yes: p.Yes, Interactive: p.Interactive, Mode: p.Mode,
 			Provider: providerPlugin(p.Provider), Model: p.Model},
 			func(ev agent.Event) { _ = req.Emit(ev) })
 		if err != nil {

@@ -177,7 +177,7 @@ func usage(w io.Writer, cmds []command) {
 	fmt.Fprintln(w, "       fluffy <command> [arguments]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Task flags: --mode strict|explore|debug  --provider openai|anthropic|ollama|replay  --model NAME")
-	fmt.Fprintln(w, "            --yes (approve only what the policy lets pass without review)  --json (events as JSON lines)")
+	fmt.Fprintln(w, "            --yes (no terminal: merge what meets the auto-merge criteria; never answers a review)  --json (events as JSON lines)")
 	fmt.Fprintln(w, "            --l1 docker|none (where the kernel runs)  --project DIR")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")

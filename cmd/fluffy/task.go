@@ -35,7 +35,7 @@ func parseTaskFlags(args []string) (taskFlags, error) {
 	fs.StringVar(&f.model, "model", "", "model name")
 	fs.StringVar(&f.l1, "l1", "", "where the kernel runs: docker (an L1 container) or none (a local process)")
 	fs.StringVar(&f.project, "project", ".", "project directory")
-	fs.BoolVar(&f.yes, "yes", false, "auto-approve what the policy allows to be auto-approved (never more)")
+	fs.BoolVar(&f.yes, "yes", false, "without a terminal, merge a change that meets the auto-merge criteria (tests pass, nothing the policy sends to review, at most merge.auto_max_lines); never answers a review")
 	fs.BoolVar(&f.json, "json", false, "print the event stream as JSON lines (for scripts and CI)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {

@@ -46,7 +46,7 @@ func demoProject(t *testing.T, fluffy, home, cassette string) string {
 	return ws
 }
 
-// TestOneShotTaskFromTheCLI runs `fluffy --json "task"` as a person's shell
+// TestOneShotTaskFromTheCLI runs `fluffy --json --yes "task"` as a script
 // would (a local kernel process, plugins in L2 containers): the exit code
 // is 0, stdout is JSON lines ending with done, and git has the commit.
 func TestOneShotTaskFromTheCLI(t *testing.T) {
@@ -61,7 +61,7 @@ func TestOneShotTaskFromTheCLI(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
 	ws := demoProject(t, fluffy, home, "../../examples/cassettes/parseconfig.jsonl")
-	cmd := exec.Command(fluffy, "--json", "--l1", "none", "add error handling to parseConfig")
+	cmd := exec.Command(fluffy, "--json", "--yes", "--l1", "none", "add error handling to parseConfig")
 	cmd.Dir = ws
 	cmd.Env = append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_RUNTIME_ADAPTER="+filepath.Join(filepath.Dir(fluffy), "plugins", "runtime-docker", "runtime-docker"))
 	var stderr strings.Builder

@@ -45,6 +45,15 @@ func (f *finisher) Reached(ctx context.Context, emit func(agent.Event)) (agent.F
 	}
 	dec := t.merger.Auto(review, green)
 	approval := router.Approval{Approved: true, By: "auto", Scope: router.ScopeOnce}
+	t.mu.Lock()
+	unattended := !t.interactive && !t.yes
+	t.mu.Unlock()
+	if dec.Auto && unattended {
+		// Nobody is at a terminal and nobody said --yes: even a change
+		// that meets the criteria waits for a person.
+		return agent.Finish{Done: true, Status: agent.StatusStopped,
+			Summary: fmt.Sprintf("the change is ready (tests pass, %d changed lines) and waits for you: run `fluffy` in the project to review it, or rerun with --yes to merge what meets the auto-merge criteria", review.Lines)}, nil
+	}
 	if dec.Auto {
 		emit(agent.Event{Type: agent.EventNotice, Text: fmt.Sprintf("auto-merge: tests pass, no sensitive path, %d changed lines (limit %d)", review.Lines, t.autoMax())})
 	} else {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
@@ -15,7 +16,7 @@ import (
 // KernelPlugin is the plugin name of the tools the kernel serves itself
 // (the workflow's plan.complete, workflow.request_exemption,
 // session.set_mode): the router judges and audits them like any tool.
-const KernelPlugin = "kernel"
+const KernelPlugin = registry.KernelName
 
 // kernelTool is one tool the kernel serves.
 type kernelTool struct {

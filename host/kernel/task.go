@@ -49,8 +49,12 @@ type TaskOptions struct {
 // TaskRequest is one task as the CLI asks for it.
 type TaskRequest struct {
 	Prompt string
-	// Yes auto-approves what the policy allows to be auto-approved;
 	// Interactive means a person can answer reviews (review.respond).
+	// Yes lets a task without one merge a change that meets the
+	// auto-merge criteria (tests pass, nothing the policy sends to
+	// review, at most merge.auto_max_lines); it never approves a review
+	// the policy or the criteria ask a person for. Without either, the
+	// task stops before merging.
 	Yes, Interactive bool
 	// Mode, when set, is requested for the session before the task starts
 	// (through the policy, like session.set_mode).

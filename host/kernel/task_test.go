@@ -169,7 +169,7 @@ func TestStrictTaskEndToEnd(t *testing.T) {
 	var ev events
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig"}, ev.add)
+	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig", Yes: true}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +240,8 @@ func TestSourceFirstIsRefusedThenRecovers(t *testing.T) {
 	var ev events
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	// No terminal and no --yes: the task gets to a mergeable change and
+	// stops there, the project untouched.
 	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig"}, ev.add)
 	if err != nil {
 		t.Fatal(err)
@@ -249,8 +251,19 @@ func TestSourceFirstIsRefusedThenRecovers(t *testing.T) {
 	if !strings.Contains(tl, "fs.write!TOOL_UNAVAILABLE") && !strings.Contains(tl, "fs.write!POLICY_DENIED") {
 		t.Fatalf("writing source before the test was not refused: %s", tl)
 	}
+	if done.Status != agent.StatusStopped || !strings.Contains(done.Summary, "--yes") {
+		t.Fatalf("an unattended task without --yes ended %s: %s %s (tools %s)", done.Status, done.Reason, done.Summary, tl)
+	}
+	if src, _ := os.ReadFile(filepath.Join(ws, "src", "config.go")); strings.Contains(string(src), "unknown key") {
+		t.Fatal("merged without a person and without --yes")
+	}
+	// With --yes the session continues where it stopped and merges.
+	done, err = tasks.Run(ctx, kernel.TaskRequest{Prompt: "merge it", Yes: true}, ev.add)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if done.Status != agent.StatusDone {
-		t.Fatalf("task ended %s: %s (tools %s)", done.Status, done.Reason, tl)
+		t.Fatalf("task ended %s: %s (tools %s)", done.Status, done.Reason, strings.Join(ev.tools(), " "))
 	}
 	if src, _ := os.ReadFile(filepath.Join(ws, "src", "config.go")); !strings.Contains(string(src), "unknown key") {
 		t.Fatal("the change was not merged after recovering")
@@ -309,7 +322,7 @@ func TestStrictTaskWithOpenAI(t *testing.T) {
 	var ev events
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig"}, ev.add)
+	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig", Yes: true}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -293,7 +293,9 @@ func isBuiltin(dir string, builtin []string) bool {
 // reservedName reports whether name belongs to a builtin plugin: one fluffy
 // ships, or one found in a builtin directory.
 func (r *Registry) reservedName(name string, builtinDirs []string) bool {
-	if slices.Contains(BuiltinNames(), name) {
+	// "kernel" names the kernel's own tools (plan.complete, ...) to the
+	// router and the policy: no plugin may take it.
+	if name == KernelName || slices.Contains(BuiltinNames(), name) {
 		return true
 	}
 	for _, d := range builtinDirs {

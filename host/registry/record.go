@@ -33,6 +33,10 @@ const (
 	TagThirdParty   = "third_party"
 )
 
+// KernelName is the plugin name under which the kernel serves its own
+// tools; it is reserved like a builtin's.
+const KernelName = "kernel"
+
 // BuiltinNames are the plugins fluffy ships (builtin-plugins/). Their names
 // are reserved: a plugin from anywhere else may not take one, and when both
 // exist the builtin is the one that runs.

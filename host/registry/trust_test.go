@@ -44,3 +44,15 @@ func TestEffectiveTags(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelNameIsReserved: the kernel's own tools are plugin "kernel" to
+// the router and the policy (rule workflow-tools); a plugin named so would
+// be judged as the kernel.
+func TestKernelNameIsReserved(t *testing.T) {
+	if !(&Registry{}).reservedName(KernelName, nil) {
+		t.Fatal(`"kernel" is not a reserved plugin name`)
+	}
+	if (&Registry{}).reservedName("my-tool", nil) {
+		t.Fatal(`"my-tool" is reserved`)
+	}
+}
