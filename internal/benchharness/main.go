@@ -67,6 +67,7 @@ func suites() []suite {
 		{name: "plugin", run: pluginSuite},
 		{name: "workspace", run: workspaceSuite},
 		{name: "task", run: taskSuite},
+		{name: "memory", run: memorySuite},
 		{name: "parallel", run: parallelSuite},
 		{name: "cli", run: cliSuite},
 	}

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/scheduler"
+	"github.com/fluffy-waffle/fluffy/host/workspace"
+	"github.com/fluffy-waffle/fluffy/policy"
 )
 
 // parallelSuite measures issue 15's parallel tool calls: one model turn
@@ -54,7 +58,7 @@ func parallelRun(cfg config, label string, sched scheduler.Config, progress func
 	if err != nil {
 		return nil, err
 	}
-	env, err := openTaskEnv(cfg, data, f, sched)
+	env, err := openTaskEnv(cfg, data, f, sched, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -121,5 +125,33 @@ func parallelRun(cfg config, label string, sched scheduler.Config, progress func
 	r10.Baseline = r1.Name
 	verdict(&r10, 20)
 	progress(fmt.Sprintf("  ended %s (%s); 10-call phase p50 %.1f ms vs single %.1f ms (sum of the ten %.1f ms)", done.Status, done.Reason, r10.P50, r1.P50, rs.P50))
-	return []Row{r1, rd, rs, r10}, nil
+	// Every call to tool-fs first refreshes the plugin's view under the
+	// view's lock: the part of a call that parallel calls cannot overlap.
+	spec, _ := env.k.Plugins.Spec("tool-fs")
+	reader := workspace.Reader{Caller: policy.Caller{Kind: "plugin", Plugin: spec.Name, PluginKind: string(spec.Kind), Tags: spec.Tags, Hosts: spec.Network}, SessionMode: "explore"}
+	var prep, prep10 []time.Duration
+	for range 20 {
+		t0 := time.Now()
+		if _, err := env.k.Session.Prepare(context.Background(), reader); err != nil {
+			return nil, err
+		}
+		prep = append(prep, time.Since(t0))
+	}
+	for range 5 {
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = env.k.Session.Prepare(context.Background(), reader)
+			}()
+		}
+		wg.Wait()
+		prep10 = append(prep10, time.Since(t0))
+	}
+	rp := stats("parallel", "view refresh of tool-fs's view, nothing changed ("+label+")", prep, "ms")
+	rp10 := stats("parallel", "10 concurrent view refreshes of tool-fs's view ("+label+")", prep10, "ms")
+	rp10.Baseline = rp.Name
+	return []Row{r1, rd, rs, r10, rp, rp10}, nil
 }

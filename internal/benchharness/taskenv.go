@@ -29,13 +29,19 @@ type taskEnv struct {
 	tasks *kernel.Tasks
 	ws    string
 	home  string
+	keep  bool
 }
+
+// taskDirs, when given to openTaskEnv, are a home and a project path to
+// reuse: the project is copied afresh to the same path and the home (its
+// per-project build cache) is kept, so a later task finds warm builds.
+type taskDirs struct{ home, ws string }
 
 // openTaskEnv opens the kernel; close it with env.close.
 // sched sets the scheduler's limits (zero: its defaults). The
 // extra files bench/fNNN.txt are added to the project (synthetic sessions
 // read each once: the futility check stops a task repeating a call).
-func openTaskEnv(cfg config, cassetteData []byte, extra int, sched scheduler.Config) (*taskEnv, error) {
+func openTaskEnv(cfg config, cassetteData []byte, extra int, sched scheduler.Config, reuse *taskDirs) (*taskEnv, error) {
 	plugins, err := filepath.Abs(filepath.Join(cfg.bin, "plugins"))
 	if err != nil {
 		return nil, err
@@ -47,9 +53,20 @@ func openTaskEnv(cfg config, cassetteData []byte, extra int, sched scheduler.Con
 	if adapter == "" {
 		adapter = filepath.Join(plugins, "runtime-docker", "runtime-docker")
 	}
-	ws, err := os.MkdirTemp("", "fluffy-bench-task")
-	if err != nil {
-		return nil, err
+	var ws, home string
+	if reuse != nil {
+		ws, home = reuse.ws, reuse.home
+		if err := os.RemoveAll(ws); err != nil {
+			return nil, err
+		}
+	} else {
+		if ws, err = os.MkdirTemp("", "fluffy-bench-task"); err != nil {
+			return nil, err
+		}
+		if home, err = os.MkdirTemp("", "fh"); err != nil {
+			os.RemoveAll(ws)
+			return nil, err
+		}
 	}
 	if err := copyTree("examples/parseconfig", ws); err != nil {
 		os.RemoveAll(ws)
@@ -75,11 +92,6 @@ func openTaskEnv(cfg config, cassetteData []byte, extra int, sched scheduler.Con
 			return nil, fmt.Errorf("git %v: %v: %s", args, err, out)
 		}
 	}
-	home, err := os.MkdirTemp("", "fh")
-	if err != nil {
-		os.RemoveAll(ws)
-		return nil, err
-	}
 	pcfg, _ := json.Marshal(map[string]string{"cassette": string(cassetteData)})
 	env := map[string]string{"FLUFFY_RUNTIME_ADAPTER": adapter, "DOCKER_HOST": os.Getenv("DOCKER_HOST")}
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Error, Output: os.Stderr})
@@ -99,12 +111,20 @@ func openTaskEnv(cfg config, cassetteData []byte, extra int, sched scheduler.Con
 		os.RemoveAll(home)
 		return nil, err
 	}
-	return &taskEnv{k: k, tasks: tasks, ws: ws, home: home}, nil
+	return &taskEnv{k: k, tasks: tasks, ws: ws, home: home, keep: reuse != nil}, nil
 }
 
+// close closes the kernel; it removes the directories unless they were
+// given to reuse (removeDirs does).
 func (e *taskEnv) close() {
 	e.tasks.Close()
 	e.k.Close()
+	if !e.keep {
+		e.removeDirs()
+	}
+}
+
+func (e *taskEnv) removeDirs() {
 	os.RemoveAll(e.ws)
 	os.RemoveAll(e.home)
 }
