@@ -23,7 +23,7 @@ func taskSuite(cfg config, progress func(string)) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run the harness from the repository root: %w", err)
 	}
-	names := []string{"wall", "provider", "sandbox start", "test runs", "other tool calls", "kernel overhead"}
+	names := []string{"wall", "provider", "sandbox start", "test runs", "other tool calls", "commit (vcs-git)", "kernel overhead"}
 	// Sample 1 runs on a fresh home and project path: cold sandboxes and a
 	// cold build cache (the first test.run compiles the standard library).
 	// Later samples reuse both paths (a fresh copy of the project, a new
@@ -63,7 +63,7 @@ func taskSuite(cfg config, progress func(string)) ([]Row, error) {
 				progress(fmt.Sprintf("    slow call: %s (%s) %d ms %s", e.Tool.Name, e.Tool.Plugin, e.Tool.DurationMS, e.Tool.TestStatus))
 			}
 		}
-		p := splitTask(evs, wall)
+		p, top := splitTask(evs, wall)
 		p["wall"] = wall
 		share := float64(p["kernel overhead"]) / float64(wall)
 		if i == 0 {
@@ -74,9 +74,11 @@ func taskSuite(cfg config, progress func(string)) ([]Row, error) {
 			}
 			shares = append(shares, time.Duration(share*1e4))
 		}
-		progress(fmt.Sprintf("  wall %v: provider %v, sandbox start %v, test runs %v, other tools %v, kernel %v (%.1f %%)",
+		progress(fmt.Sprintf("  wall %v: provider %v, sandbox start %v, test runs %v, other tools %v, commit %v, kernel %v (%.1f %%)",
 			wall.Round(time.Millisecond), p["provider"].Round(time.Millisecond), p["sandbox start"].Round(time.Millisecond),
-			p["test runs"].Round(time.Millisecond), p["other tool calls"].Round(time.Millisecond), p["kernel overhead"].Round(time.Millisecond), share*100))
+			p["test runs"].Round(time.Millisecond), p["other tool calls"].Round(time.Millisecond), p["commit (vcs-git)"].Round(time.Millisecond),
+			p["kernel overhead"].Round(time.Millisecond), share*100))
+		progress("    largest kernel-only gaps between events: " + strings.Join(top, "; "))
 	}
 	var rows []Row
 	add := func(label string, split map[string][]time.Duration, shares []time.Duration) {
@@ -111,7 +113,8 @@ func taskSuite(cfg config, progress func(string)) ([]Row, error) {
 
 // splitTask attributes each millisecond of a task's wall time to one
 // part, in this order of precedence: sandbox start, test runs, other tool
-// calls, provider, kernel overhead (the rest).
+// calls, the commit (vcs-git), provider, kernel overhead (the rest). It also returns the
+// largest kernel-only gaps between consecutive events, described.
 //
 //   - A tool call spans [result time - DurationMS, result time].
 //   - A model turn (provider) spans from its first streamed event to its
@@ -120,9 +123,9 @@ func taskSuite(cfg config, progress func(string)) ([]Row, error) {
 //   - Sandbox start: the first call of each tool plugin minus the median of
 //     its later calls; for the provider, the gap before turn 1 minus the
 //     median gap before the other turns.
-func splitTask(evs []agent.Event, wall time.Duration) map[string]time.Duration {
+func splitTask(evs []agent.Event, wall time.Duration) (map[string]time.Duration, []string) {
 	if len(evs) == 0 {
-		return map[string]time.Duration{}
+		return map[string]time.Duration{}, nil
 	}
 	t0 := evs[0].Time
 	for _, e := range evs {
@@ -136,6 +139,7 @@ func splitTask(evs []agent.Event, wall time.Duration) map[string]time.Duration {
 	const (
 		kKernel int8 = iota
 		kProvider
+		kCommit
 		kOther
 		kTest
 		kStart
@@ -185,6 +189,20 @@ func splitTask(evs []agent.Event, wall time.Duration) map[string]time.Duration {
 			mark(t.first.Add(-cold), t.first, kStart)
 		}
 	}
+	// The commit: the kernel's call of vcs-git (its sandbox start and the
+	// commit), between the "merged" and the "committed" notices; no tool
+	// event covers it.
+	var merged time.Time
+	for _, e := range evs {
+		if e.Type != agent.EventNotice {
+			continue
+		}
+		if strings.HasPrefix(e.Text, "merged ") {
+			merged = e.Time
+		} else if strings.HasPrefix(e.Text, "committed ") && !merged.IsZero() {
+			mark(merged, e.Time, kCommit)
+		}
+	}
 	// Tool calls.
 	type call struct {
 		from, to time.Time
@@ -223,12 +241,48 @@ func splitTask(evs []agent.Event, wall time.Duration) map[string]time.Duration {
 		}
 	}
 	_ = end
+	// Where the kernel's share goes: the largest stretches of kernel-only
+	// time between two consecutive events.
+	type gap struct {
+		ms   int
+		what string
+	}
+	var gaps2 []gap
+	desc := func(e agent.Event) string {
+		if e.Tool != nil {
+			return e.Type + " " + e.Tool.Name
+		}
+		if e.State != nil {
+			return e.Type + " " + e.State.To
+		}
+		if e.Type == agent.EventNotice {
+			return fmt.Sprintf("notice %q", clip(e.Text, 50))
+		}
+		return e.Type
+	}
+	for i := 1; i < len(evs); i++ {
+		a, b := int(evs[i-1].Time.Sub(t0)/time.Millisecond), int(evs[i].Time.Sub(t0)/time.Millisecond)
+		n := 0
+		for j := max(a, 0); j < min(b, len(slots)); j++ {
+			if slots[j] == kKernel {
+				n++
+			}
+		}
+		if n > 0 {
+			gaps2 = append(gaps2, gap{n, desc(evs[i-1]) + " → " + desc(evs[i])})
+		}
+	}
+	sort.Slice(gaps2, func(i, j int) bool { return gaps2[i].ms > gaps2[j].ms })
+	var top []string
+	for _, g := range gaps2[:min(len(gaps2), 6)] {
+		top = append(top, fmt.Sprintf("%d ms %s", g.ms, g.what))
+	}
 	out := map[string]time.Duration{}
-	label := map[int8]string{kKernel: "kernel overhead", kProvider: "provider", kOther: "other tool calls", kTest: "test runs", kStart: "sandbox start"}
+	label := map[int8]string{kKernel: "kernel overhead", kProvider: "provider", kCommit: "commit (vcs-git)", kOther: "other tool calls", kTest: "test runs", kStart: "sandbox start"}
 	for _, k := range slots {
 		out[label[k]] += time.Millisecond
 	}
-	return out
+	return out, top
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -307,7 +361,7 @@ func memorySuite(cfg config, progress func(string)) ([]Row, error) {
 	kib := func(name string, v uint64) Row {
 		return Row{Suite: "task", Name: name, Unit: "MiB", N: 1, P50: float64(v) / 1024, P90: float64(v) / 1024, P99: float64(v) / 1024}
 	}
-	label := fmt.Sprintf(" (%d-turn session, %d fs.read)", turns, n)
+	label := fmt.Sprintf(" (%d-turn session, %d tool calls)", turns, n)
 	return []Row{kib("kernel RSS before opening"+label, before), kib("kernel RSS after"+label, after),
 		kib("kernel peak RSS, VmHWM"+label, peak), kib("kernel peak Go heap (HeapAlloc)"+label, heapPeak/1024),
 		kib("kernel live Go heap after GC, kernel open"+label, live/1024)}, nil
