@@ -4,5 +4,12 @@
 // table. Go benchmarks (`go test -bench`) cover the in-package hot paths;
 // this covers whole-process figures such as plugin start to ready.
 //
+// Suites (-only NAME): plugin, workspace, task (the demo task end to end
+// and kernel memory), memory (kernel memory alone), parallel (ten tool
+// calls in one turn), cli (kernel cold start, IPC ping, event stream).
+// The task, memory and parallel suites run the kernel in this process on
+// the plugins under -bin/plugins and need Docker; cli runs -bin/fluffy.
+// Run it from the repository root (it reads examples/).
+//
 // It is a developer tool: it must not be imported.
 package main
