@@ -37,7 +37,7 @@ const (
 
 // l1Flags are the L1 container's fixed security settings (constants, never
 // assembled from configuration).
-var l1Flags = []string{"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+var l1Flags = []string{"--rm", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 	"--tmpfs", "/tmp:rw,nosuid,nodev,size=256m", "--network", "host", "--label", "io.fluffy.l1=1"}
 
 // keyVars pass from the CLI's environment into L1 by name only, so no
@@ -120,11 +120,12 @@ func (b *bootstrap) l1Running(ctx context.Context) bool {
 // kernelOutput is the tail of what the kernel printed: its log file, or
 // the L1 container's output.
 func (b *bootstrap) kernelOutput(ctx context.Context) string {
-	var tail []byte
-	if b.l1 && b.l1Name != "" {
+	// The kernel appends to its log in both modes (in L1 through --log:
+	// the container is removed when it exits); a container that never
+	// started the kernel still has its own output.
+	tail, _ := os.ReadFile(b.paths.Log)
+	if len(tail) == 0 && b.l1 && b.l1Name != "" {
 		tail, _ = exec.CommandContext(ctx, b.cli, "logs", "--tail", "30", b.l1Name).CombinedOutput()
-	} else {
-		tail, _ = os.ReadFile(b.paths.Log)
 	}
 	if len(tail) > 2000 {
 		tail = tail[len(tail)-2000:]
@@ -289,7 +290,7 @@ func (b *bootstrap) startL1(ctx context.Context, exe, image string) error {
 			args = append(args, "-e", v) // by name: the value is not on the command line
 		}
 	}
-	args = append(args, image, exe, "kernel", "--project", b.project)
+	args = append(args, image, exe, "kernel", "--project", b.project, "--log", b.paths.Log)
 	cmd := exec.CommandContext(ctx, b.cli, args...)
 	cmd.Env = os.Environ()
 	out, err := cmd.CombinedOutput()

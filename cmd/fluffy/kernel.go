@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/hashicorp/go-hclog"
 )
 
 // runKernel implements `fluffy kernel [run|status|stop]`: the kernel
@@ -36,8 +39,19 @@ func kernelRun(e *env, args []string) error {
 	fs := newFlags("kernel")
 	project := fs.String("project", ".", "the project this kernel serves")
 	idle := fs.Duration("idle", 10*time.Minute, "exit after this long with no client and no running task (0: never)")
+	logFile := fs.String("log", "", "also append the kernel's log to this file (the bootstrap passes the project's kernel log)")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return usageErr("kernel", "unexpected arguments", "usage: fluffy kernel [--project DIR] [--idle 10m]")
+		return usageErr("kernel", "unexpected arguments", "usage: fluffy kernel [--project DIR] [--idle 10m] [--log FILE]")
+	}
+	if *logFile != "" {
+		// In L1 the container goes away with the kernel (--rm): its log
+		// must outlive it in $FLUFFY_HOME, where the CLI reads it.
+		f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return uerr.Wrap(err, "KERNEL_LOG", "cannot open the kernel log "+*logFile, err.Error(), "check the permissions of $FLUFFY_HOME")
+		}
+		defer f.Close()
+		e.log = hclog.New(&hclog.LoggerOptions{Name: "fluffy", Level: hclog.LevelFromString(envOr(e.getenv, "FLUFFY_LOG_LEVEL", "warn")), Output: io.MultiWriter(e.stderr, f)})
 	}
 	ws, err := existingDir(*project)
 	if err != nil {
