@@ -162,7 +162,7 @@ func TestInfoShowsTampering(t *testing.T) {
 	if !strings.Contains(out, "Integrity:     MISMATCH") || !strings.Contains(out, "not for what is stored now") {
 		t.Fatalf("info after tampering:\n%s", out)
 	}
-	_, errOut, code := c.run("plugin", "call", "markerplugin", "mark.echo", "{}")
+	_, errOut, code := c.run("plugin", "call", "markerplugin", "mark.echo", "{}", "--project", t.TempDir())
 	if code == 0 || ran(marker+".evil") {
 		t.Fatalf("call after tampering: code %d, evil ran %v\n%s", code, ran(marker+".evil"), errOut)
 	}
