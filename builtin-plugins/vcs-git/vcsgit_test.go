@@ -54,6 +54,9 @@ func write(t testing.TB, dir, rel, content string) {
 func fixture(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("the git CLI is not installed (.ci/run installs it)")
+		}
 		t.Skip("the git CLI is not installed")
 	}
 	dir := t.TempDir()
@@ -270,6 +273,9 @@ func TestErrors(t *testing.T) {
 // on the built binary: VCS-COMMIT-001 applies its output with host/commit.
 func TestConformance(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("the git CLI is not installed (.ci/run installs it)")
+		}
 		t.Skip("the git CLI is not installed")
 	}
 	rep := plugintest.Conformance(t, ".", "plugin.yaml")

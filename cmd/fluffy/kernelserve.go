@@ -17,6 +17,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -193,7 +194,7 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 				"approve once or for the session, or add a rule with `fluffy policy update`")
 		}
 		if p.Decision != "approve" && p.Decision != "reject" {
-			return nil, uerr.New("REVIEW_BAD_DECISION", fmt.Sprintf("decision %q", clipRunes(p.Decision, 40)), "a review is answered with approve or reject", "answer /approve or /reject")
+			return nil, uerr.New("REVIEW_BAD_DECISION", fmt.Sprintf("decision %q", textsafe.Line(p.Decision, 40)), "a review is answered with approve or reject", "answer /approve or /reject")
 		}
 		a.Files = p.Files
 		return map[string]bool{"ok": true}, t.Respond(p.ReviewID, a)
@@ -222,7 +223,7 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 		}
 		st := info()
 		if p.Session != "" && p.Session != st.Session {
-			return nil, uerr.New("SESSION_UNKNOWN", "no session "+clipRunes(p.Session, 64), "this project's kernel serves one session, "+st.Session, "resume "+st.Session)
+			return nil, uerr.New("SESSION_UNKNOWN", "no session "+textsafe.Line(p.Session, 64), "this project's kernel serves one session, "+st.Session, "resume "+st.Session)
 		}
 		return st, nil
 	})
@@ -285,12 +286,4 @@ func decodeParams(req *ipc.Request, v any) error {
 		return uerr.Wrap(err, "IPC_BAD_PARAMS", "the parameters of "+req.Method+" are not valid", err.Error(), "use a fluffy CLI of the same version as the kernel")
 	}
 	return nil
-}
-
-func clipRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }

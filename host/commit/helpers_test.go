@@ -35,6 +35,9 @@ func gitc(t testing.TB, dir string, args ...string) string {
 func needGit(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("the git CLI is not installed (.ci/run installs it)")
+		}
 		t.Skip("the git CLI is not installed")
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -86,6 +85,7 @@ type Kernel struct {
 	// Session is the session's workspace: the views plugins see as
 	// /workspace and (later) the changeset.
 	Session *workspace.Session
+	catalog *catalog
 	// kernelTools are the tools the kernel serves itself (registered by
 	// the task runner).
 	kernelTools kernelTools
@@ -206,12 +206,15 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		},
 		BuildCache: BuildCacheDir(o.Home, o.Workspace),
 	})
+	// One catalog (and its parsed-manifest cache) serves the router, the
+	// agent's tool list and ingest.
+	k.catalog = &catalog{k: k, manifests: map[string]*manifests.Manifest{}}
 	if k.Scheduler, err = scheduler.New(scheduler.Options{Config: o.Scheduler, Logger: o.Logger}); err != nil {
 		k.Close()
 		return nil, err
 	}
 	k.Router = router.New(router.Options{
-		Catalog:    &catalog{k: k, manifests: map[string]*manifests.Manifest{}},
+		Catalog:    k.catalog,
 		Dispatcher: dispatcher{k: k},
 		Policy:     k.Policy,
 		Audit:      k.Audit,
@@ -382,7 +385,7 @@ func (r routerScheduler) Run(ctx context.Context, t router.Task) error {
 		return t.Run(ctx)
 	}
 	typ := scheduler.Validate
-	if strings.Contains(t.Name, "/test.run ") {
+	if t.Tool == ToolTestRun {
 		typ = scheduler.TestRun
 	}
 	pr := scheduler.Priority(t.Priority)

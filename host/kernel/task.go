@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -361,7 +361,7 @@ func (t *Tasks) Respond(id string, a router.Approval) error {
 	}
 	t.mu.Unlock()
 	if !ok {
-		return uerr.New(CodeNoReview, fmt.Sprintf("no review %q is waiting", clipText(id, 64)), "it was answered already, timed out, or its task ended", "answer the review shown last")
+		return uerr.New(CodeNoReview, fmt.Sprintf("no review %q is waiting", textsafe.Line(id, 64)), "it was answered already, timed out, or its task ended", "answer the review shown last")
 	}
 	ch <- a
 	return nil
@@ -389,16 +389,6 @@ func (t *Tasks) Close() {
 		t.mg.Close(t.k.Session.ID())
 	}
 }
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-// now is the runner's clock (one place, for the review timestamps).
-func now() time.Time { return time.Now().UTC() }
 
 // current is the running task's provider plugin and model.
 func (t *Tasks) current() (string, string) {

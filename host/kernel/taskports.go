@@ -140,11 +140,7 @@ func (a toolApprover) Review(ctx context.Context, r router.ReviewRequest) (route
 
 // taskTools is agent.Tools over the router: every call of the model goes
 // through Router.Call with the session's gate, approver and ingester.
-type taskTools struct {
-	t    *Tasks
-	once sync.Once
-	list []agent.Tool
-}
+type taskTools struct{ t *Tasks }
 
 func (tt *taskTools) List() []agent.Tool {
 	k := tt.t.k
@@ -156,7 +152,6 @@ func (tt *taskTools) List() []agent.Tool {
 			seen[n] = true
 		}
 	}
-	c := &catalog{k: k, manifests: map[string]*manifests.Manifest{}}
 	names := k.Plugins.Names()
 	sort.Strings(names)
 	for _, n := range names {
@@ -164,7 +159,7 @@ func (tt *taskTools) List() []agent.Tool {
 		if !ok || spec.Kind != base.KindTool {
 			continue
 		}
-		m, err := c.manifest(spec)
+		m, err := k.catalog.manifest(spec)
 		if err != nil {
 			continue
 		}
@@ -186,7 +181,7 @@ func (tt *taskTools) Access(name string, args json.RawMessage) agent.Access {
 	if _, ok := tt.t.k.kernelTools.get(name); ok {
 		return agent.Access{Exclusive: true}
 	}
-	target, err := (&catalog{k: tt.t.k, manifests: map[string]*manifests.Manifest{}}).Lookup("", name)
+	target, err := tt.t.k.catalog.Lookup("", name)
 	if err != nil {
 		return agent.Access{}
 	}

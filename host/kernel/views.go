@@ -9,7 +9,6 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
-	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -65,8 +64,7 @@ func (v views) View(ctx context.Context, spec supervisor.Spec) (string, error) {
 // same request the router built for the call (registry tags, sandbox
 // template, session mode, workflow state).
 func (k *Kernel) identify(ctx context.Context, plugin, toolName string) (policy.Request, error) {
-	c := &catalog{k: k, manifests: map[string]*manifests.Manifest{}}
-	t, err := c.Lookup(plugin, toolName)
+	t, err := k.catalog.Lookup(plugin, toolName)
 	if err != nil {
 		return policy.Request{}, err
 	}

@@ -116,6 +116,7 @@ type Scheduler interface {
 // Task is one call submitted to the scheduler.
 type Task struct {
 	Name     string // "<plugin>/<tool> <call id>"
+	Tool     string // the tool called (the scheduler's task type follows it)
 	Template string // the plugin's L2 template ("" = not sandboxed)
 	Priority int
 	Run      func(ctx context.Context) error
