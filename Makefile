@@ -6,7 +6,7 @@ export GOTOOLCHAIN := local
 GO        ?= go
 BIN       := $(CURDIR)/bin
 VERSION   ?= 0.1.0-dev
-LDFLAGS   := -X main.Version=$(VERSION)
+LDFLAGS   := -X main.Version=$(VERSION) -X main.SourceDir=$(CURDIR)
 PLUGINS   := $(filter-out internal,$(notdir $(wildcard builtin-plugins/*)))
 # Kernel packages run under the race detector as well.
 RACE_PKGS := ./host/... ./policy/... ./manifests/... ./plugins/... ./pluginsdk/... ./sandbox/...

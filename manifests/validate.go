@@ -450,3 +450,14 @@ func checkHostPort(s string) string {
 	}
 	return ""
 }
+
+// CheckName reports whether n is an allowed plugin name (the rule of the
+// manifest's name field), for tools that create a plugin from a name.
+func CheckName(n string) error {
+	if nameRE.MatchString(n) {
+		return nil
+	}
+	return &FieldError{Field: "name", Code: CodeBadName, What: fmt.Sprintf("plugin name %q is not allowed", clip(n)),
+		Why: "plugin names are used as directory names and policy keys",
+		Fix: `use 2-63 characters: a lowercase letter, then lowercase letters, digits or "-", e.g. "tool-fs"`}
+}

@@ -325,7 +325,10 @@ func (r *Registry) reservedName(name string, builtinDirs []string) bool {
 }
 
 // CheckSandbox checks a manifest's sandbox request against its template:
-// the template must exist and its limits are ceilings.
+// the template must exist, its limits are ceilings, and the entry binary
+// must be able to run in the empty sandbox image (checked at install, at
+// scan and before every load, so a dynamically linked binary is named as
+// such before any launch instead of failing inside the container).
 func CheckSandbox(m *manifests.Manifest) error {
 	if m.Sandbox.Template == "" || m.Sandbox.Template == manifests.TemplateNone {
 		return nil
@@ -334,7 +337,10 @@ func CheckSandbox(m *manifests.Manifest) error {
 	if err != nil {
 		return err
 	}
-	return tpl.CheckCeiling(m.Name, manifestLimits(m))
+	if err := tpl.CheckCeiling(m.Name, manifestLimits(m)); err != nil {
+		return err
+	}
+	return sandbox.CheckRunnable(m.Name, m.EntryPath())
 }
 
 func manifestLimits(m *manifests.Manifest) sandbox.Limits {
