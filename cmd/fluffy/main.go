@@ -85,13 +85,29 @@ func stdinIsTTY() bool {
 // reported failure, 2 a usage error.
 func run(args []string, e *env) int {
 	cmds := commands()
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		usage(e.stdout, cmds)
+	if len(args) > 0 && (isHelpFlag(args[0]) || args[0] == "help") {
+		var err error
+		if args[0] == "help" {
+			err = runHelp(e, args[1:])
+		} else {
+			err = printHelp(e.stdout, "")
+		}
+		if err != nil {
+			return report(e, err)
+		}
 		return 0
 	}
 	if len(args) > 0 {
 		for _, c := range cmds {
 			if c.name == args[0] {
+				// One help for every command and subcommand, however it
+				// is asked for (help.go).
+				if path, ok := helpRequest(args, helpTopics()); ok {
+					if err := printHelp(e.stdout, path); err != nil {
+						return report(e, err)
+					}
+					return 0
+				}
 				if err := c.run(e, args[1:]); err != nil {
 					return report(e, err)
 				}
@@ -100,7 +116,12 @@ func run(args []string, e *env) int {
 		}
 	}
 	// Not a command: `fluffy [flags] ["task"]` — a one-shot task, or the
-	// interactive shell when there is no task.
+	// interactive shell when there is no task. A help flag among the task
+	// flags asks for fluffy's help, as it does everywhere.
+	if _, ok := helpRequest(append([]string{""}, args...), nil); ok {
+		usage(e.stdout, cmds)
+		return 0
+	}
 	f, err := parseTaskFlags(args)
 	if err != nil {
 		return report(e, err)
@@ -186,9 +207,16 @@ func usage(w io.Writer, cmds []command) {
 	for _, c := range cmds {
 		width = max(width, len(c.name))
 	}
+	topics := helpTopics()
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
+		summary := c.summary
+		if t, ok := topics[c.name]; ok {
+			summary = t.summary
+		}
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, summary)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run `fluffy help COMMAND` (or `fluffy COMMAND --help`, `-h`) for a command's subcommands and flags.")
 }
 
 // usageErr builds the structured error for bad arguments.

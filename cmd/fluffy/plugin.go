@@ -30,6 +30,8 @@ func runPlugin(e *env, args []string) error {
 		"call":    pluginCall,
 		"grant":   pluginGrant,
 		"revoke":  pluginRevoke,
+		"new":     pluginNew,
+		"stamp":   pluginStamp,
 	})
 }
 
@@ -247,6 +249,17 @@ func pluginList(e *env, args []string) error {
 		return err
 	}
 	defer closeFn()
+	// Builtins are listed whether or not a kernel ran before: register
+	// them the way a kernel does at start.
+	dirs := builtinPluginDirs(e)
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		if _, err := reg.Scan(context.Background(), d, dirs); err != nil {
+			e.log.Warn("discovering builtin plugins failed", "dir", d, "error", err)
+		}
+	}
 	recs, err := reg.List(registry.Filter{Rejected: *rejected})
 	if err != nil {
 		return err

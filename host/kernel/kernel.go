@@ -3,13 +3,13 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -104,6 +104,29 @@ type Kernel struct {
 	db          *store.DB
 	sb          *sandboxes
 	log         hclog.Logger
+	// states is this kernel's view of its plugins' lifecycle (loaded,
+	// active, unloaded): per kernel, so it is kept here and not in the
+	// registry every kernel of the user shares.
+	statesMu sync.Mutex
+	states   map[string]registry.State
+}
+
+// PluginState is the lifecycle state of the named plugin in this kernel:
+// loaded (added, not started), active (its instance runs), unloaded (it
+// stopped), or "" when this kernel did not load it.
+func (k *Kernel) PluginState(name string) registry.State {
+	k.statesMu.Lock()
+	defer k.statesMu.Unlock()
+	return k.states[name]
+}
+
+func (k *Kernel) setPluginState(name string, st registry.State) {
+	k.statesMu.Lock()
+	defer k.statesMu.Unlock()
+	if k.states == nil {
+		k.states = map[string]registry.State{}
+	}
+	k.states[name] = st
 }
 
 // HomeDB is the badger directory under $FLUFFY_HOME.
@@ -285,27 +308,27 @@ func (k *Kernel) loadAll(ctx context.Context) error {
 			_ = k.Registry.SetState(ctx, r.Name, r.Version, registry.StateRejected, err.Error())
 			continue
 		}
-		_ = k.Registry.SetState(ctx, spec.Name, spec.Version, registry.StateLoaded, "")
+		if r.State == registry.StateRejected {
+			// An earlier kernel refused it; this one loaded it.
+			_ = k.Registry.SetState(ctx, spec.Name, spec.Version, registry.StateRegistered, "")
+		}
+		k.setPluginState(spec.Name, registry.StateLoaded)
 	}
 	return nil
 }
 
-// PluginEvent mirrors supervisor lifecycle events into the registry.
+// PluginEvent keeps this kernel's view of its plugins' lifecycle
+// (PluginState); the shared registry is not touched.
 func (k *Kernel) PluginEvent(spec supervisor.Spec, instanceID, event string, cause error) {
-	ctx := context.Background()
-	var err error
 	switch event {
 	case supervisor.EventStarted:
-		err = k.Registry.SetState(ctx, spec.Name, spec.Version, registry.StateActive, "")
+		k.setPluginState(spec.Name, registry.StateActive)
 	case supervisor.EventStopped:
-		err = k.Registry.SetState(ctx, spec.Name, spec.Version, registry.StateUnloaded, "")
+		k.setPluginState(spec.Name, registry.StateUnloaded)
 	case supervisor.EventBreakerOpen:
 		k.log.Error("plugin circuit breaker opened", "plugin", spec.Name, "error", cause)
 	case supervisor.EventFailed:
 		k.log.Warn("plugin failed", "plugin", spec.Name, "error", cause)
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		k.log.Debug("record plugin state", "plugin", spec.Name, "event", event, "error", err)
 	}
 }
 

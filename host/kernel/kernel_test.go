@@ -64,15 +64,23 @@ func TestLifecycleStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := regState(t, k, "tool-fs"); got != registry.StateLoaded {
+	if got := k.PluginState("tool-fs"); got != registry.StateLoaded {
 		t.Fatalf("after kernel open (lazy, not started): %s", got)
+	}
+	// The shared registry records no per-kernel state (issue 9.7: one
+	// meaning for plugin list's STATE).
+	if got := regState(t, k, "tool-fs"); got != registry.StateRegistered {
+		t.Fatalf("registry state after kernel open: %s, want registered", got)
 	}
 	r, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "1", Tool: "fs.exists", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
 	if err != nil || !r.OK {
 		t.Fatalf("%v %+v", err, r)
 	}
-	if got := regState(t, k, "tool-fs"); got != registry.StateActive {
+	if got := k.PluginState("tool-fs"); got != registry.StateActive {
 		t.Fatalf("after first use: %s", got)
+	}
+	if got := regState(t, k, "tool-fs"); got != registry.StateRegistered {
+		t.Fatalf("registry state while it runs: %s, want registered", got)
 	}
 	// Disabled plugins are not loaded by the next kernel.
 	if err := k.Registry.Disable(ctx, "tool-fs", "testing"); err != nil {
@@ -105,8 +113,11 @@ func TestUnloadedOnClose(t *testing.T) {
 	k, _ = Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone})
 	k.Plugins.Tools(ctx, "tool-fs")
 	k.Plugins.Close()
-	if got := regState(t, k, "tool-fs"); got != registry.StateUnloaded {
+	if got := k.PluginState("tool-fs"); got != registry.StateUnloaded {
 		t.Fatalf("after close: %s", got)
+	}
+	if got := regState(t, k, "tool-fs"); got != registry.StateRegistered {
+		t.Fatalf("registry state after close: %s, want registered", got)
 	}
 	k.Close()
 }

@@ -11,6 +11,12 @@ import (
 )
 
 // State is a plugin's lifecycle state (seed 000 "Plugin System Module").
+//
+// The registry lives in $FLUFFY_HOME and is shared by every kernel of the
+// user, so it records only what holds for the installed version itself:
+// registered (usable), disabled (by the user) or rejected (a kernel refused
+// to load it). Whether an instance is loaded, active or unloaded belongs to
+// one kernel (kernel.Kernel.PluginState), never to this shared record.
 type State string
 
 const (
@@ -22,6 +28,15 @@ const (
 	StateUnloaded   State = "unloaded"
 	StateDisabled   State = "disabled"
 )
+
+// normalize maps a per-kernel state that an older fluffy wrote into the
+// shared record back to registered, so a listing has one meaning.
+func (r *Record) normalize() {
+	switch r.State {
+	case StateLoaded, StateActive, StateUnloaded, StateDiscovered:
+		r.State = StateRegistered
+	}
+}
 
 // Tags with meaning to the kernel. core_plugin and third_party are derived
 // from where a plugin comes from; every other tag (trusted_write, or any tag

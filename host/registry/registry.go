@@ -111,7 +111,7 @@ func (r *Registry) scanPrefix(prefix string) ([]Record, error) {
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			var rec Record
-			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
+			if err := it.Item().Value(func(v []byte) error { return unmarshalRecord(v, &rec) }); err != nil {
 				return fmt.Errorf("decode %s: %w", it.Item().Key(), err)
 			}
 			out = append(out, rec)
@@ -271,10 +271,23 @@ func (r *Registry) Integrity(rec Record) error {
 	return nil
 }
 
+func unmarshalRecord(v []byte, rec *Record) error {
+	if err := json.Unmarshal(v, rec); err != nil {
+		return err
+	}
+	rec.normalize()
+	return nil
+}
+
 // SetState records a lifecycle transition of an installed version. A
 // disabled plugin stays disabled: only Enable leaves that state, so a
 // running instance stopping after `disable` cannot undo the user's choice.
 func (r *Registry) SetState(ctx context.Context, name, version string, st State, reason string) error {
+	switch st {
+	case StateRegistered, StateRejected, StateDisabled:
+	default:
+		return fmt.Errorf("set state of %s@%s: %q is a per-kernel state, not one the shared registry records", name, version, st)
+	}
 	return r.update(ctx, name, version, func(rec *Record) {
 		if rec.State == StateDisabled && st != StateDisabled {
 			return
@@ -294,7 +307,7 @@ func (r *Registry) update(ctx context.Context, name, version string, f func(*Rec
 		if err != nil {
 			return err
 		}
-		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &rec) }); err != nil {
+		if err := item.Value(func(v []byte) error { return unmarshalRecord(v, &rec) }); err != nil {
 			return err
 		}
 		f(&rec)

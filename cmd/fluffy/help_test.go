@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/fluffy-waffle/fluffy/plugins/base"
+)
+
+// dispatchedSubcommands asks each command for its subcommands the way a
+// user finds them (an unknown one lists them), so the help table is checked
+// against what the dispatcher really runs.
+func dispatchedSubcommands(t *testing.T) map[string][]string {
+	t.Helper()
+	c := newCLI(t)
+	out := map[string][]string{}
+	for _, cmd := range commands() {
+		_, stderr, code := c.run(cmd.name, "zz-no-such-subcommand")
+		_, list, ok := strings.Cut(stderr, "use one of: ")
+		if !ok || code != 2 {
+			continue // a command without subcommands
+		}
+		list, _, _ = strings.Cut(list, "\n")
+		for _, s := range strings.Split(list, ", ") {
+			out[cmd.name] = append(out[cmd.name], strings.TrimSpace(s))
+		}
+	}
+	return out
+}
+
+// TestHelpCoversEveryCommand: every command and every subcommand the
+// dispatcher knows has a help topic, and every topic names something that
+// exists (issue 9.7).
+func TestHelpCoversEveryCommand(t *testing.T) {
+	topics := helpTopics()
+	known := map[string]bool{"help": true}
+	for _, c := range commands() {
+		known[c.name] = true
+		if _, ok := topics[c.name]; !ok {
+			t.Errorf("command %q has no help topic", c.name)
+		}
+	}
+	subs := dispatchedSubcommands(t)
+	if len(subs) < 7 {
+		t.Fatalf("found subcommands of only %d commands: %v", len(subs), subs)
+	}
+	for parent, ss := range subs {
+		for _, s := range ss {
+			known[parent+" "+s] = true
+			if _, ok := topics[parent+" "+s]; !ok {
+				t.Errorf("subcommand %q has no help topic", parent+" "+s)
+			}
+		}
+	}
+	known["kernel run"] = true // `fluffy kernel run` is the default verb, not in the list
+	for p := range topics {
+		if !known[p] {
+			t.Errorf("help topic %q names no command the dispatcher runs", p)
+		}
+	}
+}
+
+// TestHelpIsConsistent: `fluffy help X`, `fluffy X --help` and `fluffy X -h`
+// print the same text on stdout and succeed, for every command and
+// subcommand (before: `version --help` was an error, `plugin --help` an
+// unknown subcommand).
+func TestHelpIsConsistent(t *testing.T) {
+	c := newCLI(t)
+	paths := []string{""}
+	for p := range helpTopics() {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		t.Run(strings.ReplaceAll(p, " ", "_"), func(t *testing.T) {
+			words := strings.Fields(p)
+			forms := [][]string{
+				append([]string{"help"}, words...),
+				append(append([]string{}, words...), "--help"),
+				append(append([]string{}, words...), "-h"),
+			}
+			if p != "" && p != "help" {
+				// Help wins over other arguments, wherever it stands.
+				forms = append(forms, append(append([]string{}, words...), "--json", "x", "--help"))
+			}
+			var want string
+			for i, args := range forms {
+				out, stderr, code := c.run(args...)
+				if code != 0 || stderr != "" {
+					t.Fatalf("fluffy %s: exit %d, stderr %q", strings.Join(args, " "), code, stderr)
+				}
+				if i == 0 {
+					want = out
+					if p != "" && !strings.HasPrefix(out, "Usage: fluffy "+p) {
+						t.Fatalf("fluffy %s: no usage line:\n%s", strings.Join(args, " "), out)
+					}
+					continue
+				}
+				if out != want {
+					t.Fatalf("fluffy %s differs from fluffy help %s:\n%s\n---\n%s", strings.Join(args, " "), p, out, want)
+				}
+			}
+		})
+	}
+	// A parent's help lists its subcommands.
+	out, _, _ := c.run("plugin", "--help")
+	for _, s := range []string{"install", "list", "call", "new", "stamp"} {
+		if !strings.Contains(out, "\n  "+s+" ") {
+			t.Errorf("plugin --help does not list %s:\n%s", s, out)
+		}
+	}
+	if _, stderr, code := c.run("help", "no-such-command"); code != 2 || !strings.Contains(stderr, "fluffy help") {
+		t.Errorf("help for an unknown topic: exit %d %q", code, stderr)
+	}
+}
+
+// TestVersionPrintsAPIRange: version promises the plugin API range; it
+// prints it, in text and JSON.
+func TestVersionPrintsAPIRange(t *testing.T) {
+	c := newCLI(t)
+	out, _, code := c.run("version")
+	if code != 0 || !strings.Contains(out, "plugin API versions: 1-2") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+	out, _, code = c.run("version", "--json")
+	var v struct {
+		Version  string `json:"version"`
+		Versions []int  `json:"plugin_api_versions"`
+		Min, Max int
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 {
+		t.Fatalf("version --json: %v %q", err, out)
+	}
+	if v.Version != Version || len(v.Versions) != base.APIVersionMax-base.APIVersionMin+1 || v.Versions[0] != base.APIVersionMin {
+		t.Fatalf("version --json: %+v", v)
+	}
+}
+
+// TestPluginListShowsBuiltinsInAFreshHome: builtins are listed whether or
+// not a kernel ran before, with STATE registered.
+func TestPluginListShowsBuiltinsInAFreshHome(t *testing.T) {
+	builtin := t.TempDir()
+	dir := buildPlugin(t, "github.com/fluffy-waffle/fluffy/builtin-plugins/tool-fs", "../../builtin-plugins/tool-fs/plugin.yaml")
+	if err := os.Rename(dir, filepath.Join(builtin, "tool-fs")); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t)
+	c.vars["FLUFFY_BUILTIN_PLUGINS"] = builtin
+	out, stderr, code := c.run("plugin", "list")
+	if code != 0 {
+		t.Fatalf("plugin list: %d %s", code, stderr)
+	}
+	var row []string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 3 && f[0] == "tool-fs" {
+			row = f
+		}
+	}
+	if row == nil || row[3] != "registered" {
+		t.Fatalf("fresh home: tool-fs not listed as registered:\n%s", out)
+	}
+}
