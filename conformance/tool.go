@@ -16,9 +16,11 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
+	"github.com/fluffy-waffle/fluffy/sandbox"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -230,6 +232,20 @@ func compileSchema(b []byte) error {
 	return err
 }
 
+// callFailed names what became of a call that returned no result, with the
+// fix for whoever caused it: a timeout is the plugin not answering, a
+// sandbox stopped from outside is nobody's fault in the plugin, and only a
+// broken connection is the plugin crashing.
+func callFailed(toolName, input string, err error) outcome {
+	switch {
+	case uerr.HasCode(err, supervisor.CodeCallTimeout):
+		return fail("tool %s did not answer in time on %s: %s\nfix: refuse bad input at once with a structured error; a handler must not block or loop on it (and must honour ctx)", toolName, input, errText(err))
+	case uerr.HasCode(err, sandbox.CodeKilledExternally):
+		return fail("tool %s could not be checked on %s: its sandbox was stopped from outside fluffy (%s)\nfix: not the plugin's fault — find what else stops containers on this engine and run the check again", toolName, input, errText(err))
+	}
+	return fail("tool %s crashed on %s: %s\nfix: validate arguments and return a structured error (pluginsdk: return a *uerr.Error from the handler; the SDK also turns a panic into TOOL_PANIC)", toolName, input, errText(err))
+}
+
 func checkToolMalformed(ctx context.Context, p *probe) outcome {
 	if o, stop := p.toolBlocked(); stop {
 		return o
@@ -241,7 +257,7 @@ func checkToolMalformed(ctx context.Context, p *probe) outcome {
 			n++
 			res, err := p.callTool(ctx, t.Name, []byte(b))
 			if err != nil {
-				return fail("tool %s crashed on the malformed arguments %s: %s\nfix: validate arguments and return a structured error (pluginsdk: return a *uerr.Error from the handler)", t.Name, b, errText(err))
+				return callFailed(t.Name, "the malformed arguments "+b, err)
 			}
 			if res.OK {
 				return fail("tool %s accepted the malformed arguments %s; it must refuse them with a structured error (e.g. TOOL_ARGS_INVALID)", t.Name, b)
@@ -295,7 +311,7 @@ func checkToolPaths(ctx context.Context, p *probe) outcome {
 			n++
 			res, err := p.callTool(ctx, pt.name, argsFor(pt.schema, over))
 			if err != nil {
-				return fail("tool %s crashed on %s=%q: %s", pt.name, pt.prop, e, errText(err))
+				return callFailed(pt.name, fmt.Sprintf("%s=%q", pt.prop, e), err)
 			}
 			if bytes.Contains(res.Output, []byte(p.canary)) || (res.Err != nil && strings.Contains(res.Err.Error(), p.canary)) {
 				return fail("tool %s leaked a file outside the workspace through %s=%q\nfix: resolve paths inside the workspace with os.Root (os.OpenRoot) and refuse .., absolute paths and symlinks that leave it", pt.name, pt.prop, e)

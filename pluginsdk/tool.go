@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -126,7 +129,14 @@ func (s *ToolSet) Execute(ctx context.Context, call tool.Call, report func(tool.
 		logger = hclog.NewNullLogger()
 	}
 	tc := &ToolContext{Call: call, Workspace: cfg.Workspace, OutDir: cfg.OutDir, Kernel: kernel, Logger: logger, report: report}
-	out, err := spec.Handler(ctx, tc, call.Args)
+	out, panicked, err := runHandler(ctx, spec.Handler, tc, call.Args)
+	if panicked != nil {
+		logger.Error("tool handler panicked", "tool", call.Tool, "at", panicked.site, "panic", panicked.value, "stack", panicked.stack)
+		return tool.Result{Err: uerr.New(CodeToolPanic, fmt.Sprintf("%s panicked at %s", call.Tool, panicked.site),
+			"panic: "+panicked.value,
+			fmt.Sprintf("this is a bug in plugin %s, not in the call: report it to the plugin's author with the arguments (the plugin log has the stack); the plugin keeps running", s.Name)),
+			Changes: tc.changes}, nil
+	}
 	if err != nil {
 		if ue, ok := uerr.As(err); ok {
 			return tool.Result{Err: ue, Changes: tc.changes}, nil
@@ -141,6 +151,48 @@ func (s *ToolSet) Execute(ctx context.Context, call tool.Call, report func(tool.
 		return tool.Result{}, fmt.Errorf("marshal %s output: %w", call.Tool, err)
 	}
 	return tool.Result{OK: true, Output: b, Changes: tc.changes}, nil
+}
+
+// CodeToolPanic is the error code of a handler that panicked.
+const CodeToolPanic = "TOOL_PANIC"
+
+type handlerPanic struct{ site, value, stack string }
+
+// runHandler calls h and turns a panic into a handlerPanic: without this a
+// panic in one handler kills the plugin process (go-plugin's gRPC server
+// does not recover) and the kernel can only report a crash with no place.
+func runHandler(ctx context.Context, h Handler, tc *ToolContext, args json.RawMessage) (out any, p *handlerPanic, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v := fmt.Sprint(r)
+			if len(v) > 500 {
+				v = v[:500] + "…"
+			}
+			p = &handlerPanic{site: panicSite(), value: v, stack: string(debug.Stack())}
+		}
+	}()
+	out, err = h(ctx, tc, args)
+	return out, nil, err
+}
+
+// panicSite is file:line of the frame that panicked: the first frame below
+// runtime.gopanic that is not in the runtime (a nil dereference passes
+// through runtime.sigpanic).
+func panicSite() string {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(0, pcs)])
+	seenPanic := false
+	for {
+		f, more := frames.Next()
+		if f.Function == "runtime.gopanic" {
+			seenPanic = true
+		} else if seenPanic && !strings.HasPrefix(f.Function, "runtime.") {
+			return fmt.Sprintf("%s:%d (%s)", f.File, f.Line, f.Function)
+		}
+		if !more {
+			return "an unknown place"
+		}
+	}
 }
 
 // DecodeArgs unmarshals a tool's arguments into v strictly: unknown fields

@@ -2,6 +2,9 @@ package supervisor
 
 import (
 	"fmt"
+	"io"
+	"log"
+	"strings"
 
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/hashicorp/go-hclog"
@@ -56,4 +59,63 @@ func (p pluginLogger) Named(name string) hclog.Logger {
 }
 func (p pluginLogger) ResetNamed(name string) hclog.Logger {
 	return pluginLogger{p.Logger.ResetNamed(safeMsg(name))}
+}
+
+// StandardLogger and StandardWriter route go-plugin's standard-library
+// loggers (its yamux session on the kernel side logs through one) through
+// this logger, so their lines are bounded and escaped like every other and
+// so shutdownNoise can apply.
+func (p pluginLogger) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
+	return log.New(p.StandardWriter(opts), "", 0)
+}
+
+func (p pluginLogger) StandardWriter(opts *hclog.StandardLoggerOptions) io.Writer {
+	infer := opts != nil && (opts.InferLevels || opts.InferLevelsWithTimestamp)
+	force := hclog.NoLevel
+	if opts != nil {
+		force = opts.ForceLevel
+	}
+	return stdWriter{p: p, infer: infer, force: force}
+}
+
+type stdWriter struct {
+	p     pluginLogger
+	infer bool
+	force hclog.Level
+}
+
+func (w stdWriter) Write(b []byte) (int, error) {
+	line := strings.TrimRight(string(b), "\r\n")
+	level := hclog.Info
+	if w.force != hclog.NoLevel {
+		level = w.force
+	}
+	if w.infer {
+		for _, x := range []struct {
+			prefix string
+			level  hclog.Level
+		}{{"[TRACE]", hclog.Trace}, {"[DEBUG]", hclog.Debug}, {"[INFO]", hclog.Info}, {"[WARN]", hclog.Warn}, {"[ERROR]", hclog.Error}, {"[ERR]", hclog.Error}} {
+			if rest, ok := strings.CutPrefix(line, x.prefix); ok {
+				level, line = x.level, strings.TrimSpace(rest)
+				break
+			}
+		}
+	}
+	if level >= hclog.Warn && shutdownNoise(line) {
+		level = hclog.Debug
+	}
+	w.p.Log(level, line)
+	return len(b), nil
+}
+
+// shutdownNoise reports a line go-plugin's yamux session logs as an error
+// when the kernel stops a plugin it no longer needs: Kill closes the
+// connection while yamux still has a frame to send (a window update or the
+// stream's close), and yamux logs "[ERR] yamux: Failed to write header"
+// after every ordinary call. It is not a failure anyone can act on: a
+// connection that breaks during a call fails that call, and the supervisor
+// reports it with a structured error. So it is kept at debug level, where
+// it is still there for whoever investigates.
+func shutdownNoise(line string) bool {
+	return strings.HasPrefix(line, "yamux: Failed to write header")
 }
