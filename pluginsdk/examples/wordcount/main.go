@@ -4,8 +4,8 @@
 //
 // Build it, stamp its checksum into plugin.yaml, certify and install it:
 //
-//	go build -o wordcount .
-//	go run github.com/fluffy-waffle/fluffy/manifests/cmd/stamp-manifest -in plugin.yaml -bin wordcount
+//	CGO_ENABLED=0 go build -o wordcount .   # static: the sandbox image has no libc
+//	fluffy plugin stamp .
 //	fluffy conformance run .
 //	fluffy plugin install . --yes
 package main
