@@ -1,0 +1,135 @@
+package policy
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+func toolCaller(plugin string, tags ...string) Caller {
+	return Caller{Kind: "plugin", Plugin: plugin, PluginKind: "tool", Tags: tags}
+}
+
+// linesKept reports whether every line of old appears in new, in order
+// (an amendment only inserts).
+func linesKept(old, new string) bool {
+	nl := strings.Split(new, "\n")
+	i := 0
+	for _, l := range strings.Split(old, "\n") {
+		for i < len(nl) && nl[i] != l {
+			i++
+		}
+		if i == len(nl) {
+			return false
+		}
+		i++
+	}
+	return true
+}
+
+func TestAmendDefaultPolicy(t *testing.T) {
+	def, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		req      Request
+		rules    []string
+		newRule  bool
+		wantText []string
+		// still reviewed after the amendment
+		stillReviewed []Request
+	}{
+		{
+			name:     "docs review without an allow gains an except and an allow rule",
+			req:      Request{Syscall: "fs.write", Path: "README.md", Caller: toolCaller("tool-fs"), Sandbox: "code-executor"},
+			rules:    []string{"docs-and-config-review"},
+			newRule:  true,
+			wantText: []string{`- {syscall: fs.write, path_glob: ["/README.md"], plugin: tool-fs}`, "name: always-fs-write-readme-md", "action: allow", "require_sandbox: L2"},
+			stillReviewed: []Request{
+				{Syscall: "fs.write", Path: "docs/README.md", Caller: toolCaller("tool-fs"), Sandbox: "code-executor"},
+				{Syscall: "fs.write", Path: "README.md", Caller: toolCaller("tool-other"), Sandbox: "code-executor"},
+			},
+		},
+		{
+			name:     "third-party review under an allow only gains an except",
+			req:      Request{Syscall: "fs.write", Path: "src/a*b.go", Caller: toolCaller("tool-x", "third_party"), Sandbox: "code-executor"},
+			rules:    []string{"third-party-no-writes"},
+			wantText: []string{`- {syscall: fs.write, path_glob: ["/src/a\\*b.go"], plugin: tool-x}`},
+			stillReviewed: []Request{
+				{Syscall: "fs.write", Path: "src/axb.go", Caller: toolCaller("tool-x", "third_party"), Sandbox: "code-executor"},
+				{Syscall: "fs.delete", Path: "src/a*b.go", Caller: toolCaller("tool-x", "third_party"), Sandbox: "code-executor"},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if res := NewEngine(def, Options{}).Evaluate(context.Background(), tc.req); res.Decision != RequireReview {
+				t.Fatalf("precondition: %s is %s, want require_review", tc.req, res.Decision)
+			}
+			am, err := Amend(def, []Exemption{{Request: tc.req, Rules: tc.rules}})
+			if err != nil {
+				t.Fatalf("Amend: %s", uerr.From(err).Render())
+			}
+			got := string(am.Content)
+			if !linesKept(string(def.Content), got) {
+				t.Fatalf("the amendment dropped or changed lines of the file:\n%s", am.Diff)
+			}
+			shown := am.String() + am.Diff
+			for _, w := range tc.wantText {
+				if !strings.Contains(shown, w) {
+					t.Errorf("proposal does not show %q:\n%s", w, shown)
+				}
+			}
+			hasNew := false
+			for _, it := range am.Items {
+				hasNew = hasNew || it.NewRule
+			}
+			if hasNew != tc.newRule {
+				t.Errorf("new rule added = %v, want %v", hasNew, tc.newRule)
+			}
+			np, err := Load("policy.yaml", am.Content)
+			if err != nil {
+				t.Fatalf("amended policy does not load: %v", err)
+			}
+			eng := NewEngine(np, Options{})
+			if res := eng.Evaluate(context.Background(), tc.req); res.Decision != Allow {
+				t.Errorf("the approved request is %s after the amendment, want allow (%v)", res.Decision, res.Reasons)
+			}
+			for _, r := range tc.stillReviewed {
+				if res := eng.Evaluate(context.Background(), r); res.Decision != RequireReview {
+					t.Errorf("%s is %s after the amendment, want require_review", r, res.Decision)
+				}
+			}
+		})
+	}
+}
+
+func TestAmendRefuses(t *testing.T) {
+	def, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flow := mustLoad(t, "version: 1\ncapabilities:\n  - { name: r, match: { syscall: fs.write }, action: require_review }\n")
+	cases := []struct {
+		name string
+		p    *Policy
+		ex   Exemption
+	}{
+		{"no path", def, Exemption{Request: Request{Syscall: "shell.exec", Caller: toolCaller("tool-shell"), SessionMode: "debug"}, Rules: []string{"shell-debug-review"}}},
+		{"project root", def, Exemption{Request: Request{Syscall: "fs.write", Path: ".", Caller: toolCaller("tool-fs")}, Rules: []string{"docs-and-config-review"}}},
+		{"not a review rule", def, Exemption{Request: Request{Syscall: "fs.write", Path: "a.md", Caller: toolCaller("tool-fs")}, Rules: []string{"read-project"}}},
+		{"flow-style rule", flow, Exemption{Request: Request{Syscall: "fs.write", Path: "a.md", Caller: toolCaller("tool-fs")}, Rules: []string{"r"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Amend(tc.p, []Exemption{tc.ex})
+			if ue, ok := uerr.As(err); !ok || ue.Code != CodeAmend {
+				t.Fatalf("Amend = %v, want a %s error", err, CodeAmend)
+			}
+		})
+	}
+}
