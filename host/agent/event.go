@@ -104,15 +104,38 @@ type StateEvent struct {
 // sends to review, a mode change).
 type ReviewEvent struct {
 	ID      string `json:"id"`
-	Kind    string `json:"kind"` // merge, tool, mode, policy
+	Kind    string `json:"kind"` // merge, tool, mode, policy.update
 	Summary string `json:"summary"`
 	// Files: the diff of a merge review, per file.
 	Files []ReviewFile `json:"files,omitempty"`
 	// Scopes the user may answer with (once, session, always).
 	Scopes []string `json:"scopes,omitempty"`
+	// Policy is the policy change a "policy.update" review proposes; on a
+	// "tool" review that offers "always", the change that answer proposes.
+	Policy *PolicyChange `json:"policy,omitempty"`
 	// Decision is set on review_resolved: approved, rejected, partial.
 	Decision string `json:"decision,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+}
+
+// PolicyChange is a proposed policy.update: the canonical rules it adds
+// and, once proposed, its trial run over recent recorded decisions.
+type PolicyChange struct {
+	// File is the policy file the change is written to.
+	File string `json:"file"`
+	// Rules are the added items as a person reads them (which rule gains
+	// which except item, which allow rule is new).
+	Rules string `json:"rules"`
+	// Diff is the lines inserted into File ("+" lines).
+	Diff  string       `json:"diff"`
+	Trial *PolicyTrial `json:"trial,omitempty"`
+}
+
+// PolicyTrial is a proposed policy replayed over recent decisions.
+type PolicyTrial struct {
+	Replayed int      `json:"replayed"`
+	Changes  []string `json:"changes,omitempty"`
+	Breaking int      `json:"breaking"`
 }
 
 // ReviewFile is one file of a merge review.

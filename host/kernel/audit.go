@@ -100,12 +100,33 @@ func (a Auditor) RecordCapability(ctx context.Context, plugin, instance string, 
 
 // RecordPolicyUpdate writes the durable policy_update event.
 func (a Auditor) RecordPolicyUpdate(ctx context.Context, path string, replayed, changes, breaking int) error {
+	return a.RecordPolicyChange(ctx, PolicyChangeRecord{Path: path, Replayed: replayed, Changes: changes, Breaking: breaking})
+}
+
+// PolicyChangeRecord is one applied policy change, for the audit log.
+type PolicyChangeRecord struct {
+	Path                        string
+	OldHash, NewHash            string // sha256 of the file before and after ("" when not known)
+	Replayed, Changes, Breaking int    // the trial run
+	// Via says how it was proposed ("review: always" for a review's
+	// scope); Added is the canonical text it added.
+	Via, Added string
+	Session    string
+}
+
+// RecordPolicyChange writes the durable policy_update event.
+func (a Auditor) RecordPolicyChange(ctx context.Context, c PolicyChangeRecord) error {
 	if a.Log == nil {
 		return nil
 	}
+	md := map[string]string{"path": c.Path, "replayed": fmt.Sprint(c.Replayed), "changes": fmt.Sprint(c.Changes), "breaking": fmt.Sprint(c.Breaking)}
+	for k, v := range map[string]string{"old_hash": c.OldHash, "new_hash": c.NewHash, "via": c.Via, "added": c.Added} {
+		if v != "" {
+			md[k] = v
+		}
+	}
 	_, err := a.Log.Append(ctx, audit.Event{
-		Type: audit.EventPolicyUpdate, Caller: "user", SyscallType: "policy.update",
-		Metadata: map[string]string{"path": path, "replayed": fmt.Sprint(replayed), "changes": fmt.Sprint(changes), "breaking": fmt.Sprint(breaking)},
+		Type: audit.EventPolicyUpdate, Caller: "user", SyscallType: "policy.update", SessionID: c.Session, Metadata: md,
 	})
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -87,10 +88,19 @@ type Tasks struct {
 	model       string // this task's model ("" = the provider's default)
 	events      []agent.Event
 	subs        map[chan agent.Event]struct{}
-	reviews     map[string]chan router.Approval
+	reviews     map[string]pendingReview
 	// approved are the tool reviews a person approved for the session
 	// (scope "session"), by tool and rule.
 	approved map[string]bool
+	// am turns a review's "always" into a reviewed policy.update.
+	am *amender
+}
+
+// pendingReview is a review waiting for Respond, with the scopes offered.
+type pendingReview struct {
+	ch     chan router.Approval
+	kind   string
+	scopes []string
 }
 
 // OpenTasks wires the workflow machine, the agent and the kernel tools for
@@ -109,7 +119,8 @@ func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
 	}
 	k.provider = o.Provider
 	t := &Tasks{k: k, o: o, log: o.Logger.Named("task"), subs: map[chan agent.Event]struct{}{},
-		reviews: map[string]chan router.Approval{}, approved: map[string]bool{}}
+		reviews: map[string]pendingReview{}, approved: map[string]bool{}}
+	t.am = &amender{engine: k.Policy, path: policy.ProjectPath(k.workspace), audit: Auditor{Log: k.Audit, Logger: o.Logger}}
 	t.hv = newViewHasher(k)
 	mg, err := state.NewManager(state.Options{
 		DB: k.ProjectDB, Audit: k.Audit, Policy: k.Policy, Approver: modeApprover{t},
@@ -330,7 +341,7 @@ func (t *Tasks) review(ctx context.Context, ev agent.ReviewEvent) (router.Approv
 	_, _ = rand.Read(b[:])
 	ev.ID = "r-" + hex.EncodeToString(b[:])
 	ch := make(chan router.Approval, 1)
-	t.reviews[ev.ID] = ch
+	t.reviews[ev.ID] = pendingReview{ch: ch, kind: ev.Kind, scopes: ev.Scopes}
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
@@ -352,10 +363,23 @@ func (t *Tasks) review(ctx context.Context, ev agent.ReviewEvent) (router.Approv
 	}
 }
 
-// Respond answers a pending review.
+// Respond answers a pending review. An approval's scope must be one the
+// review offered ("" is once).
 func (t *Tasks) Respond(id string, a router.Approval) error {
 	t.mu.Lock()
-	ch, ok := t.reviews[id]
+	pr, ok := t.reviews[id]
+	if ok && a.Approved && a.Scope != "" && a.Scope != router.ScopeOnce && !slices.Contains(pr.scopes, a.Scope) {
+		t.mu.Unlock()
+		why := fmt.Sprintf("this %s review offers %s", pr.kind, strings.Join(pr.scopes, ", "))
+		if len(pr.scopes) == 0 {
+			why = fmt.Sprintf("a %s review is answered once", pr.kind)
+		}
+		fix := "approve without a scope, or with one the review offers"
+		if a.Scope == router.ScopeAlways {
+			why += "; \"always\" is offered when a rule of the policy file asked for the review of a file path, and the policy can be amended to allow exactly that"
+		}
+		return uerr.New(CodeScopeUnsupported, fmt.Sprintf("%q is not offered for this review", textsafe.Line(a.Scope, 40)), why, fix)
+	}
 	if ok {
 		delete(t.reviews, id)
 	}
@@ -363,7 +387,7 @@ func (t *Tasks) Respond(id string, a router.Approval) error {
 	if !ok {
 		return uerr.New(CodeNoReview, fmt.Sprintf("no review %q is waiting", textsafe.Line(id, 64)), "it was answered already, timed out, or its task ended", "answer the review shown last")
 	}
-	ch <- a
+	pr.ch <- a
 	return nil
 }
 

@@ -126,9 +126,27 @@ func (a toolApprover) Review(ctx context.Context, r router.ReviewRequest) (route
 	if len(r.Reasons) > 0 {
 		sum += " — " + strings.Join(r.Reasons, "; ")
 	}
-	ap, err := a.t.review(ctx, agent.ReviewEvent{Kind: "tool", Summary: sum, Scopes: []string{router.ScopeOnce, router.ScopeSession}})
+	ev := agent.ReviewEvent{Kind: "tool", Summary: sum, Scopes: []string{router.ScopeOnce, router.ScopeSession}}
+	// "always" is offered when the policy can say exactly this: the
+	// event carries the change it would propose.
+	prop, perr := a.t.am.propose(r)
+	if perr == nil {
+		ev.Scopes = append(ev.Scopes, router.ScopeAlways)
+		ev.Policy = prop.change(a.t.am.path)
+	} else {
+		a.t.log.Debug("\"always\" not offered", "tool", r.Tool, "why", uerr.From(perr).Why)
+	}
+	ap, err := a.t.review(ctx, ev)
 	if err != nil {
 		return router.Approval{}, err
+	}
+	if ap.Approved && ap.Scope == router.ScopeAlways {
+		changed, note := a.t.always(ctx, prop)
+		ap.Note = note
+		if !changed {
+			ap.Scope = router.ScopeOnce
+		}
+		return ap, nil
 	}
 	if ap.Approved && ap.Scope == router.ScopeSession {
 		a.t.mu.Lock()
