@@ -188,11 +188,8 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 		if a.Scope == "" {
 			a.Scope = router.ScopeOnce
 		}
-		if a.Scope == router.ScopeAlways {
-			return nil, uerr.New("REVIEW_SCOPE_UNSUPPORTED", "\"always\" is not offered for this review",
-				"a permanent approval is a policy change, and this version proposes none",
-				"approve once or for the session, or add a rule with `fluffy policy update`")
-		}
+		// The scope must be one the review offered (Respond checks it):
+		// "always" proposes a policy.update, reviewed on its own.
 		if p.Decision != "approve" && p.Decision != "reject" {
 			return nil, uerr.New("REVIEW_BAD_DECISION", fmt.Sprintf("decision %q", textsafe.Line(p.Decision, 40)), "a review is answered with approve or reject", "answer /approve or /reject")
 		}

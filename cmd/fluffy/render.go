@@ -172,11 +172,43 @@ func (r *renderer) reviewLocked(rv *agent.ReviewEvent) {
 			fmt.Fprintf(r.w, "%s%s%s\n", c, safeLine(line, 400), r.s.reset)
 		}
 	}
+	if pc := rv.Policy; pc != nil {
+		r.policyChangeLocked(rv.Kind, pc)
+	}
 	switch rv.Kind {
 	case "merge":
 		fmt.Fprintln(r.w, "  /approve to merge all, /approve FILE… for some, /reject [reason] to send it back")
+	case "policy.update":
+		fmt.Fprintf(r.w, "  /approve to write it to %s, /reject to keep the policy as it is (the call runs this once either way)\n", safeLine(rv.Policy.File, 200))
 	default:
 		fmt.Fprintf(r.w, "  /approve [%s] or /reject [reason]\n", strings.Join(rv.Scopes, "|"))
+	}
+}
+
+// policyChangeLocked shows the canonical rules a policy change adds: on a
+// tool review, what "/approve always" would propose; on a policy.update
+// review, the lines written into the file and the trial run.
+func (r *renderer) policyChangeLocked(kind string, pc *agent.PolicyChange) {
+	if kind == "policy.update" {
+		fmt.Fprintf(r.w, "  Proposed change to %s:\n", safeLine(pc.File, 200))
+		for _, line := range strings.Split(strings.TrimRight(pc.Diff, "\n"), "\n") {
+			c := r.s.green
+			if strings.HasPrefix(line, "@@") {
+				c = r.s.cyan
+			}
+			fmt.Fprintf(r.w, "  %s%s%s\n", c, safeLine(line, 400), r.s.reset)
+		}
+		if t := pc.Trial; t != nil {
+			fmt.Fprintf(r.w, "  Trial: replayed %d recent decisions: %d change, %d breaking\n", t.Replayed, len(t.Changes), t.Breaking)
+			for _, c := range t.Changes {
+				fmt.Fprintf(r.w, "    %s\n", safeLine(c, 300))
+			}
+		}
+		return
+	}
+	fmt.Fprintf(r.w, "  %s/approve always proposes this change to %s (you review it next):%s\n", r.s.dim, safeLine(pc.File, 200), r.s.reset)
+	for _, line := range strings.Split(strings.TrimRight(pc.Rules, "\n"), "\n") {
+		fmt.Fprintf(r.w, "  %s%s%s\n", r.s.dim, safeLine(line, 400), r.s.reset)
 	}
 }
 

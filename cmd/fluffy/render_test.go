@@ -85,3 +85,33 @@ func TestRendererMarksPluginErrors(t *testing.T) {
 		t.Fatalf("%q", out)
 	}
 }
+
+// A review offering "always" shows the rule that answer proposes, and the
+// policy.update review shows the lines it writes and its trial.
+func TestRendererShowsProposedPolicyRule(t *testing.T) {
+	const item = `- {syscall: fs.write, path_glob: ["/docs/a.md"], plugin: tool-fs}`
+	pc := &agent.PolicyChange{File: "/p/.fluffy/policy.yaml", Rules: "rule docs-review (line 11) gains the exception:\n  except:\n    " + item + "\n",
+		Diff: "@@ +16 @@\n+    except:\n+      " + item + "\n"}
+	cases := []struct {
+		name string
+		rv   agent.ReviewEvent
+		want []string
+	}{
+		{"tool review offers always with its rule", agent.ReviewEvent{Kind: "tool", Summary: "fs.write docs/a.md", Scopes: []string{"once", "session", "always"}, Policy: pc},
+			[]string{"/approve always proposes this change to /p/.fluffy/policy.yaml", "rule docs-review (line 11) gains the exception:", item, "/approve [once|session|always]"}},
+		{"policy.update review shows the diff and the trial", agent.ReviewEvent{Kind: "policy.update", Summary: "policy update", Scopes: []string{"once"},
+			Policy: &agent.PolicyChange{File: pc.File, Rules: pc.Rules, Diff: pc.Diff, Trial: &agent.PolicyTrial{Replayed: 7, Changes: []string{"fs.write path=docs/a.md: require_review -> allow (always-x)"}}}},
+			[]string{"Proposed change to /p/.fluffy/policy.yaml", "+      " + item, "Trial: replayed 7 recent decisions: 1 change, 0 breaking", "require_review -> allow", "/approve to write it to /p/.fluffy/policy.yaml"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rv := tc.rv
+			out := renderAll(false, agent.Event{Type: agent.EventReviewRequested, Review: &rv})
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("missing %q in:\n%s", w, out)
+				}
+			}
+		})
+	}
+}

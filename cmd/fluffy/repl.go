@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,7 +26,7 @@ var slashHelp = [][2]string{
 	{"/explore", "switch to explore mode (through the policy)"},
 	{"/debug", "switch to debug mode (needs review)"},
 	{"/undo", "drop the last proposed change"},
-	{"/approve [FILE…]", "approve the pending review (all files, or some)"},
+	{"/approve [FILE…|SCOPE]", "approve the pending review: a merge's files (all, or some); a tool call once, session or always (always proposes a policy change, reviewed next)"},
 	{"/reject [reason]", "reject the pending review"},
 	{"/sessions", "list this project's sessions"},
 	{"/help", "this list"},
@@ -125,6 +126,12 @@ func (rp *repl) review(ctx context.Context, rv *agent.ReviewEvent) (daemon.Revie
 			return daemon.ReviewResponse{Decision: "reject", Reason: "review prompt closed"}, nil
 		}
 		resp, perr := parseReviewAnswer(strings.TrimSpace(line))
+		if perr == nil && resp.Decision == "approve" && resp.Scope != "once" && !slices.Contains(rv.Scopes, resp.Scope) {
+			// Asked here again rather than refused by the kernel, which
+			// would leave the review waiting.
+			perr = uerr.New("REVIEW_SCOPE_UNSUPPORTED", fmt.Sprintf("%q is not offered for this review", resp.Scope),
+				fmt.Sprintf("this %s review offers: %s", rv.Kind, orDash(strings.Join(rv.Scopes, ", "))), "answer /approve, with a scope it offers, or /reject")
+		}
 		if perr != nil {
 			fmt.Fprint(rp.e.stderr, uerr.From(perr).Render())
 			continue
@@ -144,7 +151,7 @@ func (rp *repl) slash(line string) bool {
 		return true
 	case "/help":
 		for _, h := range slashHelp {
-			fmt.Fprintf(rp.e.stdout, "  %-18s %s\n", h[0], h[1])
+			fmt.Fprintf(rp.e.stdout, "  %-24s %s\n", h[0], h[1])
 		}
 	case "/status":
 		var st daemon.SessionStatus

@@ -186,12 +186,11 @@ func (t *Tasks) always(ctx context.Context, p *proposal) (bool, string) {
 	if err := a.trial(p); err != nil {
 		return fail(err)
 	}
-	sum := fmt.Sprintf("policy update for %s: ", a.path)
 	var rules []string
 	for _, it := range p.am.Items {
 		rules = append(rules, it.Rule)
 	}
-	sum += strings.Join(rules, ", ") + fmt.Sprintf(" (trial: %d recent decisions replayed, %d change)", p.prop.Replayed, len(p.prop.Changes))
+	sum := fmt.Sprintf("policy.update: %s (trial: %d recent decisions replayed, %d change)", strings.Join(rules, ", "), p.prop.Replayed, len(p.prop.Changes))
 	ap, err := t.review(ctx, agent.ReviewEvent{Kind: "policy.update", Summary: sum, Scopes: []string{router.ScopeOnce}, Policy: p.change(a.path)})
 	if err != nil {
 		return fail(err)

@@ -111,7 +111,7 @@ func newAlwaysFixture(t *testing.T) *alwaysFixture {
 		if !ok {
 			return router.Target{}, uerr.New(router.CodeUnknownTool, "no tool "+name, "", "")
 		}
-		return router.Target{Plugin: "demo", Kind: "tool", Tool: tl}, nil
+		return router.Target{Plugin: "demo", Kind: "tool", Sandbox: "code-executor", Tool: tl}, nil
 	})
 	disp := dispatchFunc(func(call tool.Call) (router.Dispatched, error) {
 		return router.Dispatched{Result: tool.Result{OK: true, Output: json.RawMessage(`{}`)}}, nil
@@ -154,7 +154,9 @@ func (f *alwaysFixture) call(t *testing.T, path string, answer func(*agent.Revie
 	}
 }
 
-func once(*agent.ReviewEvent) router.Approval { return router.Approval{Approved: true, Scope: router.ScopeOnce, By: "test"} }
+func once(*agent.ReviewEvent) router.Approval {
+	return router.Approval{Approved: true, Scope: router.ScopeOnce, By: "test"}
+}
 
 func TestAlwaysBecomesAReviewedPolicyUpdate(t *testing.T) {
 	const except = `- {syscall: fs.write, path_glob: ["/docs/a.md"], plugin: demo}`
@@ -198,8 +200,15 @@ func TestAlwaysBecomesAReviewedPolicyUpdate(t *testing.T) {
 				!strings.Contains(pu.Diff, "+      "+except) || pu.Trial == nil || pu.File != f.file {
 				t.Fatalf("the policy.update review does not show the canonical rule and its trial: %+v", pu)
 			}
-			if pu.Trial.Replayed == 0 {
-				t.Errorf("the trial replayed no decisions, want the call's own from the audit log")
+			if pu.Trial.Replayed == 0 || len(pu.Trial.Changes) == 0 {
+				t.Errorf("the trial replayed %d decisions with %d changes, want the call's own from the audit log", pu.Trial.Replayed, len(pu.Trial.Changes))
+			}
+			for _, c := range pu.Trial.Changes {
+				// The replayed call ran sandboxed: the new allow rule
+				// (require_sandbox: L2) allows it.
+				if !strings.Contains(c, "require_review -> allow") {
+					t.Errorf("trial change %q, want require_review -> allow", c)
+				}
 			}
 			after, _ := os.ReadFile(f.file)
 			updates, err := f.log.Recent(context.Background(), 10, audit.EventPolicyUpdate)

@@ -145,7 +145,8 @@ func (a Auditor) RecentDecisions(n int) ([]policy.RecordedDecision, error) {
 	}
 	out := make([]policy.RecordedDecision, 0, len(recs))
 	for _, r := range recs {
-		req := policy.Request{Syscall: r.SyscallType, Path: r.Metadata["path"], Host: r.Metadata["host"], SessionMode: r.SessionMode, State: r.StateMachineState}
+		req := policy.Request{Syscall: r.SyscallType, Path: r.Metadata["path"], Host: r.Metadata["host"], Sandbox: r.Metadata["sandbox"],
+			SessionMode: r.SessionMode, State: r.StateMachineState}
 		req.Caller.Kind = r.Metadata["caller_kind"]
 		if req.Caller.Kind == "plugin" {
 			req.Caller.Plugin = r.Caller
