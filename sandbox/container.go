@@ -63,7 +63,7 @@ type Containers struct {
 	log      hclog.Logger
 	image    string
 	runtimes []string
-	gid      int
+	uid, gid int
 }
 
 // NewContainers checks the engine (RUNTIME_UNREACHABLE with install
@@ -92,8 +92,8 @@ func NewContainers(ctx context.Context, cfg ContainersConfig) (*Containers, erro
 	if err != nil {
 		return nil, err
 	}
-	_, gid := GuestIdentity()
-	return &Containers{cfg: cfg, log: cfg.Logger, image: ref, runtimes: pi.Runtimes, gid: gid}, nil
+	uid, gid := GuestIdentity()
+	return &Containers{cfg: cfg, log: cfg.Logger, image: ref, runtimes: pi.Runtimes, uid: uid, gid: gid}, nil
 }
 
 // Image is the base image reference containers run from.
@@ -153,11 +153,20 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 	}
 	spec.KernelID, spec.Owner = c.cfg.Lease.KernelID, c.cfg.Lease.Owner
 	sockBase := filepath.Join(c.cfg.Lease.Dir, "sock")
-	if err := os.MkdirAll(sockBase, 0o755); err != nil {
+	sd, err := confine.MkdirAll(c.cfg.Lease.Dir, "sock", 0o755)
+	if err != nil {
 		return Launched{}, fmt.Errorf("socket dir: %w", err)
+	}
+	sd.Close()
+	limits := tpl.Effective(spec.Limits)
+	if err := ensureFree(sockBase, sockQuotaBytes, "plugin "+spec.Name+" (its socket directory)"); err != nil {
+		return Launched{}, err
 	}
 	if spec.OutDir != "" {
 		if err := prepareOutDir(spec.OutDir, c.gid); err != nil {
+			return Launched{}, err
+		}
+		if err := ensureFree(spec.OutDir, limits.OutBytes, "plugin "+spec.Name+" (its /out directory)"); err != nil {
 			return Launched{}, err
 		}
 	}
@@ -180,7 +189,7 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 	}
 	cr := &containerRunner{
 		c: c, spec: spec, tpl: tpl, seccomp: seccomp, lc: lc, proxy: proxy,
-		limits: tpl.Effective(spec.Limits),
+		limits: limits,
 	}
 	cfg.Cmd = nil
 	cfg.RunnerFunc = cr.runnerFunc
@@ -207,15 +216,24 @@ func safeName(s string) string {
 }
 
 // prepareOutDir makes the output directory writable by the sandbox user
-// (through the shared group) and nobody else.
+// (through the shared group) and nobody else. Its last component is
+// created without following a link (confine.MkdirAll), and the mode and
+// group are set through that handle, so a link planted in its place is
+// refused instead of chmod-ing whatever it points at.
 func prepareOutDir(dir string, gid int) error {
-	if err := os.MkdirAll(dir, 0o770); err != nil {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return fmt.Errorf("output dir %s: %w", dir, err)
 	}
-	if err := os.Chown(dir, -1, gid); err != nil {
+	f, err := confine.MkdirAll(parent, filepath.Base(dir), 0o770)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chown(-1, gid); err != nil {
 		return fmt.Errorf("output dir %s: %w", dir, err)
 	}
-	if err := os.Chmod(dir, os.ModeSetgid|0o770); err != nil {
+	if err := f.Chmod(outDirMode); err != nil {
 		return fmt.Errorf("output dir %s: %w", dir, err)
 	}
 	return nil
@@ -228,16 +246,17 @@ func OperationDir(outDir, operationID string) (string, error) {
 		return "", uerr.New("SANDBOX_BAD_OPERATION_ID", fmt.Sprintf("invalid operation id %q", operationID),
 			"an operation id names one directory under the output directory", "use a plain name without slashes")
 	}
-	d := filepath.Join(outDir, operationID)
-	if err := os.Mkdir(d, 0o770); err != nil && !os.IsExist(err) {
-		return "", fmt.Errorf("operation dir %s: %w", d, err)
+	f, err := confine.MkdirAll(outDir, operationID, 0o770)
+	if err != nil {
+		return "", err
 	}
+	defer f.Close()
 	// Mkdir's mode passes through the umask; the sandbox user writes
 	// through the group, so set the bits explicitly.
-	if err := os.Chmod(d, os.ModeSetgid|0o770); err != nil {
-		return "", fmt.Errorf("operation dir %s: %w", d, err)
+	if err := f.Chmod(outDirMode); err != nil {
+		return "", fmt.Errorf("operation dir %s: %w", f.Name(), err)
 	}
-	return d, nil
+	return f.Name(), nil
 }
 
 // Status is a snapshot of a launched sandbox.
@@ -251,6 +270,8 @@ type Status struct {
 	// this kernel.
 	External bool
 	Reason   string
+	// Quota says which disk limit the sandbox was stopped for ("" if none).
+	Quota string
 }
 
 // containerRunner is one plugin instance's container; it implements
@@ -284,6 +305,10 @@ type containerRunner struct {
 	// signal can be told apart from one sent from outside fluffy.
 	killing  atomic.Bool
 	external bool // guarded by mu
+	// quotaStop ends the disk quota watcher; over is why the watcher
+	// stopped the sandbox (guarded by mu).
+	quotaStop context.CancelFunc
+	over      *overQuota
 }
 
 var _ runner.Runner = (*containerRunner)(nil)
@@ -353,7 +378,7 @@ func (r *containerRunner) containerSpec() rt.Spec {
 		Image:           r.c.image,
 		Cmd:             []string{GuestPluginDir + "/" + bin},
 		Env:             r.env,
-		User:            fmt.Sprintf("%d:%d", SandboxUID, r.c.gid),
+		User:            fmt.Sprintf("%d:%d", r.c.uid, r.c.gid),
 		WorkingDir:      GuestWorkspace,
 		Labels:          labelsFor(r.spec, r.tpl.Name),
 		Mounts:          mounts,
@@ -427,7 +452,41 @@ func (r *containerRunner) Start(ctx context.Context) error {
 		return fmt.Errorf("sandbox %s: start: %w", r.spec.Name, err)
 	}
 	_ = r.lc.To(StateRunning)
+	r.watchQuota()
 	return nil
+}
+
+// watchQuota bounds the host directories the plugin can write: /out (the
+// template's OutBytes) and its socket directory (sockQuotaBytes). A bind
+// mount cannot carry a size, so the kernel measures them and stops the
+// sandbox the moment one is over, then discards what it wrote there.
+func (r *containerRunner) watchQuota() {
+	dirs := []quotaDir{{what: GuestSocketDir + " (its socket directory)", dir: r.hostSock, limit: sockQuotaBytes}}
+	if r.spec.OutDir != "" {
+		dirs = append(dirs, quotaDir{what: GuestOut, dir: r.spec.OutDir, limit: r.limits.OutBytes})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.quotaStop = cancel
+	go watchQuota(ctx, dirs, func(q overQuota) {
+		r.mu.Lock()
+		r.over = &q
+		r.mu.Unlock()
+		r.killing.Store(true)
+		r.lc.Fail("stopped: " + q.String())
+		kctx, kcancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer kcancel()
+		if err := r.c.cfg.Runtime.Kill(kctx, r.id, ""); err != nil {
+			r.c.log.Warn("stopping a sandbox over its disk quota", "plugin", r.spec.Name, "error", err)
+		}
+		r.c.log.Warn("sandbox stopped: disk quota exceeded", "plugin", r.spec.Name, "dir", q.dir, "bytes", q.used, "limit", q.limit, "entries", q.entries)
+		if q.dir == r.spec.OutDir {
+			// Wait for the container to stop writing, then discard.
+			_, _ = r.c.cfg.Runtime.Wait(kctx, r.id)
+			if err := emptyDir(q.dir); err != nil {
+				r.c.log.Warn("discarding an output over its quota", "dir", q.dir, "error", err)
+			}
+		}
+	})
 }
 
 func (r *containerRunner) Diagnose(ctx context.Context) string {
@@ -465,6 +524,9 @@ func (r *containerRunner) Wait(ctx context.Context) error {
 			r.exit = &ex
 			r.external = external
 			r.mu.Unlock()
+			if r.quotaStop != nil {
+				r.quotaStop()
+			}
 			if r.lc.State() == StateRunning && (ex.OOMKilled || ex.Code != 0) {
 				r.lc.Fail(exitReason(ex))
 			}
@@ -482,9 +544,9 @@ func (r *containerRunner) Wait(ctx context.Context) error {
 		r.attachStop()
 	}
 	r.mu.Lock()
-	ex, external := *r.exit, r.external
+	ex, external, over := *r.exit, r.external, r.over
 	r.mu.Unlock()
-	return exitError(r.spec.Name, r.limits, ex, external)
+	return exitError(r.spec.Name, r.limits, ex, external, quotaReason(over))
 }
 
 func exitReason(ex rt.Exit) string {
@@ -494,8 +556,19 @@ func exitReason(ex rt.Exit) string {
 	return fmt.Sprintf("exited with status %d %s", ex.Code, ex.Error)
 }
 
-func exitError(name string, l Limits, ex rt.Exit, external bool) error {
+func quotaReason(q *overQuota) string {
+	if q == nil {
+		return ""
+	}
+	return q.String()
+}
+
+func exitError(name string, l Limits, ex rt.Exit, external bool, quota string) error {
 	switch {
+	case quota != "":
+		return uerr.New(CodeQuotaExceeded, "plugin "+name+" was stopped: it wrote more to disk than its sandbox allows",
+			quota+"; what it wrote there was discarded so that the disk does not fill",
+			"the plugin is restarted on its next use; ask it for smaller outputs, and if it keeps happening report it to the plugin's author")
 	case ex.OOMKilled:
 		return uerr.New("SANDBOX_OOM", "plugin "+name+" was killed: out of memory",
 			fmt.Sprintf("it used more than its sandbox limit of %d MiB", l.MemoryBytes>>20),
@@ -516,6 +589,9 @@ func (r *containerRunner) Kill(ctx context.Context) error {
 	var err error
 	r.killOnce.Do(func() {
 		r.killing.Store(true)
+		if r.quotaStop != nil {
+			r.quotaStop()
+		}
 		if r.id != "" {
 			err = r.c.cfg.Runtime.Kill(ctx, r.id, "")
 		}
@@ -540,6 +616,7 @@ func (r *containerRunner) status() Status {
 	if r.exit != nil {
 		s.Exited, s.ExitCode, s.OOMKilled, s.External = true, r.exit.Code, r.exit.OOMKilled, r.external
 	}
+	s.Quota = quotaReason(r.over)
 	return s
 }
 
@@ -577,5 +654,5 @@ func (s Status) ExitError(name string, l Limits) error {
 	if !s.Exited {
 		return nil
 	}
-	return exitError(name, l, exitOf(s), s.External)
+	return exitError(name, l, exitOf(s), s.External, s.Quota)
 }

@@ -64,8 +64,8 @@ func TestContainerLaunchRoundTripAndCleanup(t *testing.T) {
 		t.Fatalf("echo = %+v", got)
 	}
 	who := mustCall(t, r, "whoami", nil)
-	if !strings.HasPrefix(who.Data, fmt.Sprintf("uid=%d ", SandboxUID)) {
-		t.Fatalf("plugin runs as %q, want uid %d", who.Data, SandboxUID)
+	if wantUID, _ := GuestIdentity(); !strings.HasPrefix(who.Data, fmt.Sprintf("uid=%d ", wantUID)) {
+		t.Fatalf("plugin runs as %q, want uid %d", who.Data, wantUID)
 	}
 	st := r.launched.Status()
 	if st.State != StateRunning || st.ContainerID == "" {
@@ -211,7 +211,7 @@ func TestOOMIsReportedAndPluginCanRestart(t *testing.T) {
 	if st.State != StateFailed && st.State != StateDestroyed {
 		t.Fatalf("state = %s, want FAILED", st.State)
 	}
-	if err := exitError(spec.Name, spec.Limits, exitOf(st), false); !uerr.HasCode(err, "SANDBOX_OOM") {
+	if err := exitError(spec.Name, spec.Limits, exitOf(st), false, ""); !uerr.HasCode(err, "SANDBOX_OOM") {
 		t.Fatalf("exit error = %v", err)
 	}
 	r.stop()

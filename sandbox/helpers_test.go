@@ -47,6 +47,10 @@ func TestMain(m *testing.M) {
 		helperKernel()
 		return
 	}
+	if os.Getenv(envHelperNonRoot) != "" {
+		helperNonRoot()
+		return
+	}
 	os.Exit(runTests(m))
 }
 

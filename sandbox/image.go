@@ -17,17 +17,25 @@ const (
 )
 
 // GuestIdentity is the uid and gid a plugin runs as inside an L2 container:
-// SandboxUID, with the kernel's own group (SandboxGID when the kernel runs
-// as root) so that go-plugin's group-writable socket reaches it. Whatever
-// is mounted into the container must be readable by this identity; the
-// session workspace uses it to decide which project files it can share
-// with the sandbox by hard link and which it must copy.
+// the invoking user's own uid and gid when the kernel is not root, so that
+// every project the user can read is readable in the sandbox (a 0700
+// project directory, 0600 files) and everything the plugin writes to /out
+// is the user's to normalise and delete; SandboxUID/SandboxGID when the
+// kernel runs as root (never uid 0 in a sandbox). Either way the plugin
+// sees only what is mounted, with all capabilities dropped and no new
+// privileges. go-plugin's socket directory is group-writable for gid.
+// Whatever is mounted into the container must be readable by this
+// identity; the session workspace uses it to decide which project files it
+// can share with the sandbox by hard link and which it must copy.
 func GuestIdentity() (uid, gid int) {
-	gid = os.Getgid()
-	if gid == 0 {
-		gid = SandboxGID
+	return guestIdentity(os.Getuid(), os.Getgid())
+}
+
+func guestIdentity(uid, gid int) (int, int) {
+	if uid == 0 {
+		return SandboxUID, SandboxGID
 	}
-	return SandboxUID, gid
+	return uid, gid
 }
 
 // Paths inside an L2 container.

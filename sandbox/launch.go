@@ -16,6 +16,9 @@ type Limits struct {
 	CPUs        float64
 	Pids        int
 	Timeout     time.Duration
+	// OutBytes bounds what the plugin may keep in its /out directory (a
+	// manifest cannot set it; a launch may lower it).
+	OutBytes int64
 }
 
 // LaunchSpec is everything a launcher needs to start one plugin instance.

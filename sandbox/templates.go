@@ -62,13 +62,13 @@ const (
 func Templates() map[string]Template {
 	return map[string]Template{
 		"ai-provider": {Name: "ai-provider", Network: NetProxy, Seccomp: SeccompStrict,
-			Limits: Limits{MemoryBytes: 256 * mib, CPUs: 0.5, Pids: goPluginMinPids, Timeout: 120 * time.Second}},
+			Limits: Limits{MemoryBytes: 256 * mib, CPUs: 0.5, Pids: goPluginMinPids, Timeout: 120 * time.Second, OutBytes: 16 * mib}},
 		"code-executor": {Name: "code-executor", Network: NetNone, Seccomp: SeccompStandard, RunsCode: true,
-			Limits: Limits{MemoryBytes: 1 * gib, CPUs: 1.0, Pids: 100, Timeout: 300 * time.Second}},
+			Limits: Limits{MemoryBytes: 1 * gib, CPUs: 1.0, Pids: 100, Timeout: 300 * time.Second, OutBytes: 1 * gib}},
 		"policy-sandbox": {Name: "policy-sandbox", Network: NetNone, Seccomp: SeccompStrict,
-			Limits: Limits{MemoryBytes: 128 * mib, CPUs: 0.25, Pids: goPluginMinPids, Timeout: 100 * time.Millisecond}},
+			Limits: Limits{MemoryBytes: 128 * mib, CPUs: 0.25, Pids: goPluginMinPids, Timeout: 100 * time.Millisecond, OutBytes: 16 * mib}},
 		"integration-test": {Name: "integration-test", Network: NetProxy, Seccomp: SeccompStandardNet, RequiresPolicy: true, RunsCode: true,
-			Limits: Limits{MemoryBytes: 1 * gib, CPUs: 1.0, Pids: 100, Timeout: 300 * time.Second}},
+			Limits: Limits{MemoryBytes: 1 * gib, CPUs: 1.0, Pids: 100, Timeout: 300 * time.Second, OutBytes: 1 * gib}},
 	}
 }
 
@@ -125,6 +125,9 @@ func (t Template) CheckCeiling(plugin string, l Limits) error {
 	if l.Pids > t.Limits.Pids {
 		over = append(over, fmt.Sprintf("pids %d > %d", l.Pids, t.Limits.Pids))
 	}
+	if l.OutBytes > t.Limits.OutBytes {
+		over = append(over, fmt.Sprintf("/out %s > %s", units.FormatSize(l.OutBytes), units.FormatSize(t.Limits.OutBytes)))
+	}
 	if l.Timeout > t.Limits.Timeout {
 		over = append(over, fmt.Sprintf("timeout %s > %s", l.Timeout, t.Limits.Timeout))
 	}
@@ -152,6 +155,9 @@ func (t Template) Effective(l Limits) Limits {
 	}
 	if l.Timeout > 0 && l.Timeout < out.Timeout {
 		out.Timeout = l.Timeout
+	}
+	if l.OutBytes > 0 && l.OutBytes < out.OutBytes {
+		out.OutBytes = l.OutBytes
 	}
 	return out
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/kernel"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -601,11 +602,18 @@ func (s *Supervisor) outDir(instanceID string) (string, error) {
 	if root == "" {
 		root = filepath.Join(os.TempDir(), "fluffy-out-"+s.opts.KernelID)
 	}
-	d := filepath.Join(root, instanceID)
-	if err := os.MkdirAll(d, 0o755); err != nil {
+	// The root's last component and the instance directory are created
+	// without following links: a link planted there must not send a
+	// plugin's writable mount elsewhere.
+	if err := os.MkdirAll(filepath.Dir(root), 0o700); err != nil {
 		return "", fmt.Errorf("create output directory: %w", err)
 	}
-	return d, nil
+	f, err := confine.MkdirAll(filepath.Dir(root), filepath.Join(filepath.Base(root), instanceID), 0o755)
+	if err != nil {
+		return "", err
+	}
+	f.Close()
+	return filepath.Join(root, instanceID), nil
 }
 
 // startBudget bounds one start: the launch (sandbox create and start),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/sandbox"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -59,6 +60,7 @@ func (s *Supervisor) ExecuteTool(ctx context.Context, name string, call tool.Cal
 		if res.Err != nil {
 			ownError(name, res.Err)
 		}
+		s.sanitizeOut(name, inst)
 		return err
 	})
 	return res, info, err
@@ -158,5 +160,23 @@ func ownError(plugin string, err error) {
 			ue.Plugin = plugin
 		}
 		err = ue.Err
+	}
+}
+
+// sanitizeOut leaves only regular files and directories, owned by the
+// kernel's user with normalised modes, in the instance's output directory
+// after each call (sandbox.SanitizeOut): nothing a plugin leaves there (a
+// link to a host path, a FIFO, a setuid file, a name with an escape
+// sequence) is ever collected or left for the user to trip over.
+func (s *Supervisor) sanitizeOut(name string, inst *Instance) {
+	if inst.OutDir == "" {
+		return
+	}
+	removed, err := sandbox.SanitizeOut(inst.OutDir)
+	if len(removed) > 0 {
+		s.log.Warn("removed what is not a regular file or directory from a plugin's output", "plugin", name, "instance", inst.ID, "removed", removed)
+	}
+	if err != nil {
+		s.log.Warn("normalising a plugin's output", "plugin", name, "instance", inst.ID, "error", err)
 	}
 }

@@ -1,0 +1,158 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fluffy-waffle/fluffy/policy/units"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Codes of the disk limits.
+const (
+	// CodeQuotaExceeded: a plugin wrote more than its template allows into
+	// one of its writable host directories (/out, its socket directory);
+	// its sandbox was stopped and what it wrote there was discarded.
+	CodeQuotaExceeded = "SANDBOX_QUOTA_EXCEEDED"
+	// CodeDiskFull: the filesystem that would hold a plugin's writable
+	// directories has less free space than the plugin may write plus the
+	// reserve the kernel keeps for its own stores.
+	CodeDiskFull = "SANDBOX_DISK_FULL"
+)
+
+const (
+	// sockQuotaBytes bounds the go-plugin socket directory, the other host
+	// directory a plugin can write: it needs only its socket there.
+	sockQuotaBytes = 1 << 20
+	// quotaMaxEntries bounds the files and directories in one watched
+	// directory (each costs an inode and a walk step whatever its size).
+	quotaMaxEntries = 20000
+	// entryBytes is what one entry is charged besides its blocks.
+	entryBytes = 512
+	// diskReserveBytes is kept free beyond what a plugin may write: the
+	// audit log, the project database and the session blobs live on the
+	// same disk, and badger crashes (SIGBUS) when the disk fills.
+	diskReserveBytes = 256 << 20
+	// quotaInterval is how often a sandbox's writable directories are
+	// measured (more rarely when a walk takes long, see watchQuota).
+	quotaInterval = 100 * time.Millisecond
+)
+
+// dirUsage is the disk space the tree under dir takes (blocks actually
+// allocated, plus entryBytes per entry) and its number of entries. It never
+// follows a symbolic link and stops counting past maxEntries.
+func dirUsage(dir string, maxEntries int) (bytes int64, entries int, err error) {
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while walking
+			}
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		entries++
+		bytes += entryBytes
+		if fi, ierr := d.Info(); ierr == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				bytes += st.Blocks * 512
+			}
+		}
+		if entries > maxEntries {
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return bytes, entries, err
+}
+
+// quotaDir is one host directory a sandbox can write, and its limit.
+type quotaDir struct {
+	what  string // how the plugin sees it, e.g. "/out"
+	dir   string // host path
+	limit int64
+}
+
+// overQuota is why a sandbox was stopped for its disk use.
+type overQuota struct {
+	what, dir    string
+	used, limit  int64
+	entries, max int
+}
+
+func (q overQuota) String() string {
+	if q.entries > q.max {
+		return fmt.Sprintf("it created more than %d files in %s", q.max, q.what)
+	}
+	return fmt.Sprintf("it wrote %s to %s, more than its limit of %s", mibs(q.used), q.what, units.FormatSize(q.limit))
+}
+
+// watchQuota measures dirs every quotaInterval (or twice as long as a
+// measurement took) until ctx ends, and calls stop once with the first
+// directory found over its limit.
+func watchQuota(ctx context.Context, dirs []quotaDir, stop func(overQuota)) {
+	for {
+		start := time.Now()
+		for _, d := range dirs {
+			used, n, err := dirUsage(d.dir, quotaMaxEntries)
+			if err != nil {
+				continue
+			}
+			if used > d.limit || n > quotaMaxEntries {
+				stop(overQuota{what: d.what, dir: d.dir, used: used, limit: d.limit, entries: n, max: quotaMaxEntries})
+				return
+			}
+		}
+		wait := max(quotaInterval, 2*time.Since(start))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// emptyDir removes everything below dir and keeps dir.
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// ensureFree refuses to start a sandbox that could fill the disk: the
+// filesystem holding path must have need bytes plus diskReserveBytes free.
+func ensureFree(path string, need int64, what string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return fmt.Errorf("free space of %s: %w", path, err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	want := need + diskReserveBytes
+	if free >= want {
+		return nil
+	}
+	return uerr.New(CodeDiskFull, "not enough free disk space to start "+what,
+		fmt.Sprintf("%s has %s free; the sandbox may write up to %s there and fluffy keeps %s free for its own stores (audit log, project database), so it needs %s",
+			path, mibs(free), units.FormatSize(need), units.FormatSize(diskReserveBytes), units.FormatSize(want)),
+		fmt.Sprintf("free at least %s on the filesystem of %s", mibs(want-free), path))
+}
+
+// mibs renders a byte count for people: "12.3 MiB".
+func mibs(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -1,0 +1,437 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// apparentSize sums the sizes of the regular files under dir (the test's
+// own measure, independent of the watcher's).
+func apparentSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// quotaExit waits for the sandbox to have ended and returns how.
+func quotaExit(t *testing.T, r *running) (Status, error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := r.launched.Status()
+		if st.Exited || time.Now().After(deadline) {
+			return st, st.ExitError(r.spec.Name, r.spec.Limits)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDiskQuotaStopsTheSandbox: a plugin writing 2 GiB into /out, or a big
+// file into its socket directory, is stopped at its limit with
+// SANDBOX_QUOTA_EXCEEDED, what it wrote to /out is discarded, and the host
+// directory never grows far past the limit.
+func TestDiskQuotaStopsTheSandbox(t *testing.T) {
+	needDocker(t)
+	const outLimit = 64 << 20
+	for _, tc := range []struct {
+		name, path string
+		bytes      int64
+		what       string
+		// slack is how far past the limit the directory may grow before
+		// the watcher (every 100 ms) and the engine stop the writer.
+		slack int64
+	}{
+		{"out 2GiB", GuestOut + "/op1/big", 2 << 30, GuestOut, 384 << 20},
+		{"socket dir", GuestSocketDir + "/junk", 512 << 20, GuestSocketDir, 384 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := newSpec(t, "code-executor")
+			spec.Limits.OutBytes = outLimit
+			r := launch(t, tenv.containers, spec)
+			if _, err := OperationDir(spec.OutDir, "op1"); err != nil {
+				t.Fatal(err)
+			}
+			watched := spec.OutDir
+			if tc.what == GuestSocketDir {
+				watched = filepath.Join(tenv.lease.Dir, "sock")
+			}
+			var peak atomic.Int64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if n := apparentSize(watched); n > peak.Load() {
+						peak.Store(n)
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}()
+			start := time.Now()
+			out, err := call(t, r, "fill", map[string]any{"path": tc.path, "bytes": tc.bytes}, 2*time.Minute)
+			took := time.Since(start)
+			st, xerr := quotaExit(t, r)
+			close(stop)
+			wg.Wait()
+			t.Logf("call took %s, peak %d MiB in the watched dir, call: %+v %v", took.Round(time.Millisecond), peak.Load()>>20, out, err)
+			if err == nil && out.OK {
+				t.Fatalf("the plugin wrote %d MiB to %s unhindered", out.Count, tc.path)
+			}
+			if !uerr.HasCode(xerr, CodeQuotaExceeded) {
+				t.Fatalf("sandbox ended with %v (status %+v), want %s", xerr, st, CodeQuotaExceeded)
+			}
+			if ue, _ := uerr.As(xerr); !strings.Contains(ue.Why, tc.what) {
+				t.Fatalf("error does not name %s: %v", tc.what, ue)
+			}
+			limit := int64(outLimit)
+			if tc.what == GuestSocketDir {
+				limit = sockQuotaBytes
+			}
+			if p := peak.Load(); p > limit+tc.slack {
+				t.Fatalf("the directory grew to %d MiB, limit %d MiB", p>>20, limit>>20)
+			}
+			if tc.what == GuestOut {
+				deadline := time.Now().Add(10 * time.Second)
+				for apparentSize(spec.OutDir) > 0 && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				if n := apparentSize(spec.OutDir); n > 0 {
+					t.Fatalf("%d bytes of the over-quota output were kept", n)
+				}
+			}
+		})
+	}
+}
+
+// TestSanitizeOutLeavesOnlyRegularFiles: after a call, the output directory
+// holds only regular files and directories with normalised modes, owned by
+// the kernel's user; a link to a host file is removed, never followed.
+func TestSanitizeOutLeavesOnlyRegularFiles(t *testing.T) {
+	needDocker(t)
+	secretDir := t.TempDir()
+	secret := filepath.Join(secretDir, "secret")
+	if err := os.WriteFile(secret, []byte("host secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := newSpec(t, "code-executor")
+	r := launch(t, tenv.containers, spec)
+	op, err := OperationDir(spec.OutDir, "op1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustCall(t, r, "litter", map[string]any{"path": secret}); !got.OK {
+		t.Fatalf("litter: %+v", got)
+	}
+	removed, err := SanitizeOut(spec.OutDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	want := []string{"op1/esc\x1b[2Jname", "op1/fifo", "op1/hostlink", "op1/new\nline"}
+	if !slices.Equal(removed, want) {
+		t.Fatalf("removed %q, want %q", removed, want)
+	}
+	fi, err := os.Stat(secret)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the host file behind the link was changed: %v %v", fi.Mode(), err)
+	}
+	uid := os.Getuid()
+	_, gid := GuestIdentity()
+	var left []string
+	err = filepath.WalkDir(op, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(op, p)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if int(st.Uid) != uid || int(st.Gid) != gid {
+			t.Errorf("%s owned by %d:%d, want %d:%d", rel, st.Uid, st.Gid, uid, gid)
+		}
+		switch {
+		case fi.IsDir():
+			if fi.Mode()&(fs.ModePerm|fs.ModeSetgid|fs.ModeSetuid|fs.ModeSticky) != fs.ModeSetgid|0o770 {
+				t.Errorf("%s: directory mode %v", rel, fi.Mode())
+			}
+		case fi.Mode().IsRegular():
+			m := fi.Mode() & (fs.ModePerm | fs.ModeSetgid | fs.ModeSetuid | fs.ModeSticky)
+			if m != 0o660 && m != 0o770 {
+				t.Errorf("%s: file mode %v", rel, fi.Mode())
+			}
+		default:
+			t.Errorf("%s: %v survived", rel, fi.Mode().Type())
+		}
+		left = append(left, rel)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(left)
+	wantLeft := []string{".", "keep", "keep/result.txt", "locked", "private", "private/deep", "private/deep/f", "suid"}
+	if !slices.Equal(left, wantLeft) {
+		t.Fatalf("left %q, want %q", left, wantLeft)
+	}
+	if b, err := os.ReadFile(filepath.Join(op, "locked")); err != nil || string(b) != "x" {
+		t.Fatalf("a 0000 file is not readable after normalising: %q %v", b, err)
+	}
+	if err := os.RemoveAll(spec.OutDir); err != nil {
+		t.Fatalf("the user cannot delete the output: %v", err)
+	}
+}
+
+// TestKernelDirsRefuseSymlinks: a link planted where the kernel creates the
+// output directory or an operation directory is refused, and what it
+// points at is left alone.
+func TestKernelDirsRefuseSymlinks(t *testing.T) {
+	needDocker(t)
+	target := t.TempDir()
+	if err := os.Chmod(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := newSpec(t, "code-executor")
+	if err := os.Symlink(target, spec.OutDir); err != nil {
+		t.Fatal(err)
+	}
+	_, err := launchErr(tenv.containers, spec)
+	if !uerr.HasCode(err, confine.CodeSymlink) {
+		t.Fatalf("launch with a linked output dir: %v, want %s", err, confine.CodeSymlink)
+	}
+	if fi, _ := os.Stat(target); fi.Mode() != fs.ModeDir|0o755 {
+		t.Fatalf("the link's target was changed to %v", fi.Mode())
+	}
+
+	out := t.TempDir()
+	if err := os.Symlink(target, filepath.Join(out, "op1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OperationDir(out, "op1"); !uerr.HasCode(err, confine.CodeSymlink) {
+		t.Fatalf("OperationDir over a link: %v", err)
+	}
+	if fi, _ := os.Stat(target); fi.Mode() != fs.ModeDir|0o755 {
+		t.Fatalf("the link's target was changed to %v", fi.Mode())
+	}
+}
+
+func TestEnsureFreeNamesPathAndNeed(t *testing.T) {
+	dir := t.TempDir()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	if err := ensureFree(dir, 0, "test"); free > diskReserveBytes && err != nil {
+		t.Fatalf("ensureFree with %d MiB free: %v", free>>20, err)
+	}
+	err := ensureFree(dir, free+(1<<30), "plugin x (its /out directory)")
+	ue, ok := uerr.As(err)
+	if !ok || ue.Code != CodeDiskFull || !strings.Contains(ue.Why, dir) || !strings.Contains(ue.Why, "needs") || !strings.Contains(ue.Fix, "free at least") {
+		t.Fatalf("ensureFree over the free space: %#v", err)
+	}
+}
+
+const envHelperNonRoot = "FLUFFY_SANDBOX_TEST_NONROOT"
+
+// helperNonRoot is a kernel running as a non-root user: it launches the
+// hostile plugin on PROJECT (a 0700 directory of that user's) and prints
+// what the plugin could do, one JSON line per call.
+func helperNonRoot() {
+	fail := func(err error) { fmt.Println("ERR", err); os.Exit(1) }
+	lease, err := AcquireLease(os.Getenv("RUN_DIR"), os.Getenv(envHelperNonRoot))
+	if err != nil {
+		fail(err)
+	}
+	defer lease.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pc, c, err := launchRuntime(ctx, lease, os.Getenv("ADAPTER_BIN"), "")
+	if err != nil {
+		fail(err)
+	}
+	defer pc.Kill()
+	cs, err := NewContainers(ctx, ContainersConfig{Runtime: c, Lease: lease})
+	if err != nil {
+		fail(err)
+	}
+	spec := LaunchSpec{Name: "hostile", Kind: "tool", Binary: os.Getenv("HOSTILE_BIN"), Template: "code-executor",
+		Workspace: os.Getenv("PROJECT"), OutDir: os.Getenv("OUT"), SessionID: "s-nonroot", InstanceID: "nonroot"}
+	r, err := launchErr(cs, spec)
+	if err != nil {
+		fail(err)
+	}
+	defer r.stop()
+	if _, err := OperationDir(spec.OutDir, "op1"); err != nil {
+		fail(err)
+	}
+	for _, c := range []struct {
+		tool string
+		args string
+	}{
+		{"whoami", `{}`},
+		{"read_file", `{"path":"/workspace/sub/notes.txt"}`},
+		{"litter", `{"path":"/etc/passwd"}`},
+	} {
+		res, err := r.tool.Execute(ctx, tool.Call{ID: c.tool, Tool: c.tool, Args: json.RawMessage(c.args), OperationID: "op1"}, nil)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Printf("RESULT %s %s\n", c.tool, res.Output)
+	}
+	if _, err := SanitizeOut(spec.OutDir); err != nil {
+		fail(err)
+	}
+	fmt.Println("DONE")
+}
+
+// TestNonRootKernelReadsA0700Project (issue 10.11): a kernel run by a
+// non-root user starts plugins that can read that user's 0700 project (a
+// `mktemp -d` directory with 0600 files), and everything they write is the
+// user's to delete. As root, the test runs its helper kernel as another
+// uid; as a non-root user, as itself.
+func TestNonRootKernelReadsA0700Project(t *testing.T) {
+	needDocker(t)
+	uid, gid := os.Getuid(), os.Getgid()
+	asOther := uid == 0
+	if asOther {
+		uid, gid = 4242, 4242
+	}
+	base := filepath.Join(tenv.dir, fmt.Sprintf("nonroot-%d", instanceSeq.Add(1)))
+	project, out, run := filepath.Join(base, "project"), filepath.Join(base, "session", "out"), filepath.Join(base, "run")
+	for _, d := range []string{filepath.Join(project, "sub"), filepath.Dir(out), run} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	if err := os.WriteFile(filepath.Join(project, "sub", "notes.txt"), []byte("the user's notes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{project, filepath.Join(project, "sub")} {
+		if err := os.Chmod(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The test binary, where the helper kernel runs from, readable by uid.
+	self := filepath.Join(base, "sandbox.test")
+	copyFile(t, os.Args[0], self)
+	kid := NewKernelID()
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = []string{envHelperNonRoot + "=" + kid, "RUN_DIR=" + run, "HOSTILE_BIN=" + tenv.hostile, "ADAPTER_BIN=" + tenv.adapter,
+		"PROJECT=" + project, "OUT=" + out, "HOME=" + base, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + base}
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		cmd.Env = append(cmd.Env, "DOCKER_HOST="+h)
+	}
+	if asOther {
+		if err := filepath.WalkDir(base, func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, uid, gid)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(base, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		groups := []uint32{}
+		var st syscall.Stat_t
+		if syscall.Stat("/var/run/docker.sock", &st) == nil {
+			groups = append(groups, st.Gid)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}}
+	}
+	b, err := cmd.CombinedOutput()
+	t.Cleanup(func() {
+		left, _ := tenv.rt.List(context.Background(), map[string]string{LabelKernel: kid}, true)
+		for _, c := range left {
+			t.Errorf("the helper kernel left container %s", c.Name)
+			_ = tenv.rt.Remove(context.Background(), c.ID, true, true)
+		}
+	})
+	got := map[string]attemptOut{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RESULT "); ok {
+			name, js, _ := strings.Cut(rest, " ")
+			var a attemptOut
+			_ = json.Unmarshal([]byte(js), &a)
+			got[name] = a
+		}
+	}
+	if err != nil || !strings.Contains(string(b), "DONE") {
+		t.Fatalf("helper kernel as uid %d: %v\n%s", uid, err, b)
+	}
+	if w := got["whoami"].Data; !strings.HasPrefix(w, fmt.Sprintf("uid=%d gid=%d ", uid, gid)) {
+		t.Errorf("the plugin of uid %d's kernel runs as %q", uid, w)
+	}
+	if r := got["read_file"]; !r.OK || r.Data != "the user's notes" {
+		t.Errorf("reading the user's 0600 file in a 0700 project: %+v", r)
+	}
+	// Everything the plugin left is the user's: normalised and deletable.
+	err = filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != uid {
+			t.Errorf("%s is owned by uid %d, not the user %d", p, st.Uid, uid)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
