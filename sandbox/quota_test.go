@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -268,18 +270,28 @@ const envHelperNonRoot = "FLUFFY_SANDBOX_TEST_NONROOT"
 // hostile plugin on PROJECT (a 0700 directory of that user's) and prints
 // what the plugin could do, one JSON line per call.
 func helperNonRoot() {
-	fail := func(err error) { fmt.Println("ERR", err); os.Exit(1) }
+	var undo []func()
+	fail := func(err error) {
+		fmt.Println("ERR", err)
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		os.Exit(1)
+	}
 	lease, err := AcquireLease(os.Getenv("RUN_DIR"), os.Getenv(envHelperNonRoot))
 	if err != nil {
 		fail(err)
 	}
+	undo = append(undo, func() { lease.Release() })
 	defer lease.Release()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pc, c, err := launchRuntime(ctx, lease, os.Getenv("ADAPTER_BIN"), "")
+	logger := hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Warn})
+	pc, c, err := LaunchAdapter(ctx, &AdapterJail{Lease: lease, Logger: logger}, os.Getenv("ADAPTER_BIN"), logger)
 	if err != nil {
 		fail(err)
 	}
+	undo = append(undo, pc.Kill)
 	defer pc.Kill()
 	cs, err := NewContainers(ctx, ContainersConfig{Runtime: c, Lease: lease})
 	if err != nil {
@@ -291,6 +303,7 @@ func helperNonRoot() {
 	if err != nil {
 		fail(err)
 	}
+	undo = append(undo, r.stop)
 	defer r.stop()
 	if _, err := OperationDir(spec.OutDir, "op1"); err != nil {
 		fail(err)
@@ -327,7 +340,10 @@ func TestNonRootKernelReadsA0700Project(t *testing.T) {
 	if asOther {
 		uid, gid = 4242, 4242
 	}
-	base := filepath.Join(tenv.dir, fmt.Sprintf("nonroot-%d", instanceSeq.Add(1)))
+	base, err := os.MkdirTemp("", "nr") // short: unix socket paths live below it
+	if err != nil {
+		t.Fatal(err)
+	}
 	project, out, run := filepath.Join(base, "project"), filepath.Join(base, "session", "out"), filepath.Join(base, "run")
 	for _, d := range []string{filepath.Join(project, "sub"), filepath.Dir(out), run} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
