@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
@@ -466,5 +468,72 @@ func TestCodeMountsFollowCapabilitiesAndTrust(t *testing.T) {
 	h.sup.Add(spec)
 	if _, err := h.sup.Tools(context.Background(), spec.Name); err == nil || !strings.Contains(err.Error(), "bad toolchains section") {
 		t.Fatalf("a broken toolchains section must stop the start: %v", err)
+	}
+}
+
+// TestOutputSanitizedAfterEachCall: what a plugin leaves in its output
+// directory that is not a regular file or directory (a link to a host
+// file, a FIFO) is gone when the call returns, and the link is never
+// followed.
+func TestOutputSanitizedAfterEachCall(t *testing.T) {
+	h := newHarness(t, nil)
+	if err := h.sup.Add(fixtureSpec(t, "good", []int{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	call := func() CallInfo {
+		_, info, err := h.sup.ExecuteTool(context.Background(), "fixture", tool.Call{ID: "1", Tool: "fx.echo", Args: json.RawMessage(`{}`)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	info := call()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(info.OutDir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(info.OutDir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(info.OutDir, "kept.txt"), []byte("k"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if again := call(); again.OutDir != info.OutDir {
+		t.Fatalf("the second call ran in another instance: %s vs %s", again.OutDir, info.OutDir)
+	}
+	ents, _ := os.ReadDir(info.OutDir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "kept.txt" {
+		t.Fatalf("output directory holds %q after the call, want only kept.txt", names)
+	}
+	if fi, err := os.Stat(secret); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the link's target was changed: %v %v", fi, err)
+	}
+}
+
+// TestOutRootLinkRefused: the kernel never creates an output directory
+// through a link planted where its output root should be.
+func TestOutRootLinkRefused(t *testing.T) {
+	elsewhere := t.TempDir()
+	root := filepath.Join(t.TempDir(), "out")
+	if err := os.Symlink(elsewhere, root); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(o *Options) { o.OutRoot = root })
+	if err := h.sup.Add(fixtureSpec(t, "good", []int{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	_, err := echo(t, h.sup, "fixture")
+	if !uerr.HasCode(err, confine.CodeSymlink) {
+		t.Fatalf("start with a linked output root: %v, want %s", err, confine.CodeSymlink)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Fatalf("created %d entries through the link", len(ents))
 	}
 }
