@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-plugin/runner"
 
 	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/internal/diskfree"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -159,14 +160,14 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 	}
 	sd.Close()
 	limits := tpl.Effective(spec.Limits)
-	if err := ensureFree(sockBase, sockQuotaBytes, "plugin "+spec.Name+" (its socket directory)"); err != nil {
+	if err := diskfree.Ensure(sockBase, sockQuotaBytes, "plugin "+spec.Name+"'s socket directory"); err != nil {
 		return Launched{}, err
 	}
 	if spec.OutDir != "" {
 		if err := prepareOutDir(spec.OutDir, c.gid); err != nil {
 			return Launched{}, err
 		}
-		if err := ensureFree(spec.OutDir, limits.OutBytes, "plugin "+spec.Name+" (its /out directory)"); err != nil {
+		if err := diskfree.Ensure(spec.OutDir, limits.OutBytes, "plugin "+spec.Name+"'s /out"); err != nil {
 			return Launched{}, err
 		}
 	}

@@ -10,23 +10,14 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/fluffy-waffle/fluffy/internal/diskfree"
 	"github.com/fluffy-waffle/fluffy/policy/units"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// Codes of the disk limits.
-const (
-	// CodeQuotaExceeded: a plugin wrote more than its template allows into
-	// one of its writable host directories (/out, its socket directory);
-	// its sandbox was stopped and what it wrote there was discarded.
-	CodeQuotaExceeded = "SANDBOX_QUOTA_EXCEEDED"
-	// CodeDiskFull: the filesystem that would hold a plugin's writable
-	// directories has less free space than the plugin may write plus the
-	// reserve the kernel keeps for its own stores.
-	CodeDiskFull = "SANDBOX_DISK_FULL"
-)
+// CodeQuotaExceeded: a plugin wrote more than its template allows into
+// one of its writable host directories (/out, its socket directory); its
+// sandbox was stopped and what it wrote there was discarded.
+const CodeQuotaExceeded = "SANDBOX_QUOTA_EXCEEDED"
 
 const (
 	// sockQuotaBytes bounds the go-plugin socket directory, the other host
@@ -37,10 +28,6 @@ const (
 	quotaMaxEntries = 20000
 	// entryBytes is what one entry is charged besides its blocks.
 	entryBytes = 512
-	// diskReserveBytes is kept free beyond what a plugin may write: the
-	// audit log, the project database and the session blobs live on the
-	// same disk, and badger crashes (SIGBUS) when the disk fills.
-	diskReserveBytes = 256 << 20
 	// quotaInterval is how often a sandbox's writable directories are
 	// measured (more rarely when a walk takes long, see watchQuota).
 	quotaInterval = 100 * time.Millisecond
@@ -93,7 +80,7 @@ func (q overQuota) String() string {
 	if q.entries > q.max {
 		return fmt.Sprintf("it created more than %d files in %s", q.max, q.what)
 	}
-	return fmt.Sprintf("it wrote %s to %s, more than its limit of %s", mibs(q.used), q.what, units.FormatSize(q.limit))
+	return fmt.Sprintf("it wrote %s to %s, more than its limit of %s", diskfree.MiB(q.used), q.what, units.FormatSize(q.limit))
 }
 
 // watchQuota measures dirs every quotaInterval (or twice as long as a
@@ -135,24 +122,3 @@ func emptyDir(dir string) error {
 	}
 	return first
 }
-
-// ensureFree refuses to start a sandbox that could fill the disk: the
-// filesystem holding path must have need bytes plus diskReserveBytes free.
-func ensureFree(path string, need int64, what string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return fmt.Errorf("free space of %s: %w", path, err)
-	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	want := need + diskReserveBytes
-	if free >= want {
-		return nil
-	}
-	return uerr.New(CodeDiskFull, "not enough free disk space to start "+what,
-		fmt.Sprintf("%s has %s free; the sandbox may write up to %s there and fluffy keeps %s free for its own stores (audit log, project database), so it needs %s",
-			path, mibs(free), units.FormatSize(need), units.FormatSize(diskReserveBytes), units.FormatSize(want)),
-		fmt.Sprintf("free at least %s on the filesystem of %s", mibs(want-free), path))
-}
-
-// mibs renders a byte count for people: "12.3 MiB".
-func mibs(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

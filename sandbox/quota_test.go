@@ -247,23 +247,6 @@ func TestKernelDirsRefuseSymlinks(t *testing.T) {
 	}
 }
 
-func TestEnsureFreeNamesPathAndNeed(t *testing.T) {
-	dir := t.TempDir()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	if err := ensureFree(dir, 0, "test"); free > diskReserveBytes && err != nil {
-		t.Fatalf("ensureFree with %d MiB free: %v", free>>20, err)
-	}
-	err := ensureFree(dir, free+(1<<30), "plugin x (its /out directory)")
-	ue, ok := uerr.As(err)
-	if !ok || ue.Code != CodeDiskFull || !strings.Contains(ue.Why, dir) || !strings.Contains(ue.Why, "needs") || !strings.Contains(ue.Fix, "free at least") {
-		t.Fatalf("ensureFree over the free space: %#v", err)
-	}
-}
-
 const envHelperNonRoot = "FLUFFY_SANDBOX_TEST_NONROOT"
 
 // helperNonRoot is a kernel running as a non-root user: it launches the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/router"
@@ -22,6 +23,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
+	"github.com/fluffy-waffle/fluffy/internal/diskfree"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -137,6 +139,9 @@ func OpenHomeDB(ctx context.Context, home string, log hclog.Logger) (*store.DB, 
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", home, err)
 	}
+	if err := diskfree.Ensure(home, 0, "fluffy's home database in "+home); err != nil {
+		return nil, err
+	}
 	return store.Open(ctx, store.Options{Dir: HomeDB(home), Logger: log})
 }
 
@@ -175,6 +180,18 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	}
 	// The project database is shared: the audit log, the workflow
 	// machine's session store (and the changeset) live in it.
+	// A cloned project may ship .fluffy or .fluffy/db as a link: the
+	// database is created only where it belongs, never through one.
+	dbDir, err := confine.MkdirAll(o.Workspace, ".fluffy/db", 0o700)
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
+	dbDir.Close()
+	if err := diskfree.Ensure(dbDir.Name(), 0, "the project database in "+dbDir.Name()); err != nil {
+		k.Close()
+		return nil, err
+	}
 	if k.ProjectDB, err = store.Open(ctx, store.Options{Dir: store.DefaultDir(o.Workspace), Logger: o.Logger}); err != nil {
 		k.Close()
 		return nil, err
