@@ -434,3 +434,23 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkQuotaMeasure is one quota measurement of an output directory
+// holding 1000 files in 10 directories (the watcher does one per sandbox
+// every 100 ms).
+func BenchmarkQuotaMeasure(b *testing.B) {
+	dir := b.TempDir()
+	for i := range 1000 {
+		d := filepath.Join(dir, fmt.Sprint("d", i%10))
+		_ = os.MkdirAll(d, 0o755)
+		if err := os.WriteFile(filepath.Join(d, fmt.Sprint("f", i)), []byte("some output\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, n, err := dirUsage(dir, quotaMaxEntries); err != nil || n != 1010 {
+			b.Fatal(n, err)
+		}
+	}
+}
