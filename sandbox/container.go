@@ -467,7 +467,9 @@ func (r *containerRunner) watchQuota() {
 		dirs = append(dirs, quotaDir{what: GuestOut, dir: r.spec.OutDir, limit: r.limits.OutBytes})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	r.mu.Lock()
 	r.quotaStop = cancel
+	r.mu.Unlock()
 	go watchQuota(ctx, dirs, func(q overQuota) {
 		r.mu.Lock()
 		r.over = &q
@@ -525,9 +527,7 @@ func (r *containerRunner) Wait(ctx context.Context) error {
 			r.exit = &ex
 			r.external = external
 			r.mu.Unlock()
-			if r.quotaStop != nil {
-				r.quotaStop()
-			}
+			r.stopQuota()
 			if r.lc.State() == StateRunning && (ex.OOMKilled || ex.Code != 0) {
 				r.lc.Fail(exitReason(ex))
 			}
@@ -585,14 +585,21 @@ func exitError(name string, l Limits, ex rt.Exit, external bool, quota string) e
 	return nil
 }
 
+func (r *containerRunner) stopQuota() {
+	r.mu.Lock()
+	stop := r.quotaStop
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
 // Kill stops the container and cleans up everything it used.
 func (r *containerRunner) Kill(ctx context.Context) error {
 	var err error
 	r.killOnce.Do(func() {
 		r.killing.Store(true)
-		if r.quotaStop != nil {
-			r.quotaStop()
-		}
+		r.stopQuota()
 		if r.id != "" {
 			err = r.c.cfg.Runtime.Kill(ctx, r.id, "")
 		}
