@@ -29,8 +29,13 @@ const (
 	// entryBytes is what one entry is charged besides its blocks.
 	entryBytes = 512
 	// quotaInterval is how often a sandbox's writable directories are
-	// measured (more rarely when a walk takes long, see watchQuota).
-	quotaInterval = 100 * time.Millisecond
+	// measured at most; quotaMaxInterval at least (see watchQuota).
+	quotaInterval    = 100 * time.Millisecond
+	quotaMaxInterval = time.Second
+	// quotaAssumedRate (bytes/s) is the fastest a plugin is expected to
+	// write: a directory is measured again before a writer at this rate
+	// could have filled its headroom.
+	quotaAssumedRate = 1 << 30
 )
 
 // dirUsage is the disk space the tree under dir takes (blocks actually
@@ -83,29 +88,47 @@ func (q overQuota) String() string {
 	return fmt.Sprintf("it wrote %s to %s, more than its limit of %s", diskfree.MiB(q.used), q.what, units.FormatSize(q.limit))
 }
 
-// watchQuota measures dirs every quotaInterval (or twice as long as a
-// measurement took) until ctx ends, and calls stop once with the first
-// directory found over its limit.
+// watchQuota measures each of dirs until ctx ends, and calls stop once
+// with the first directory found over its limit. A directory is measured
+// again after quotaInterval, or after the time a writer at
+// quotaAssumedRate needs to fill its remaining headroom when that is
+// longer (at most quotaMaxInterval), and never more often than twice the
+// time its last measurement took: a large output far below its limit is
+// walked about once a second, not ten times.
 func watchQuota(ctx context.Context, dirs []quotaDir, stop func(overQuota)) {
+	next := make([]time.Time, len(dirs))
 	for {
-		start := time.Now()
-		for _, d := range dirs {
-			used, n, err := dirUsage(d.dir, quotaMaxEntries)
-			if err != nil {
+		now := time.Now()
+		due := now.Add(quotaMaxInterval)
+		for i, d := range dirs {
+			if now.Before(next[i]) {
+				due = minTime(due, next[i])
 				continue
 			}
-			if used > d.limit || n > quotaMaxEntries {
+			start := time.Now()
+			used, n, err := dirUsage(d.dir, quotaMaxEntries)
+			took := time.Since(start)
+			if err == nil && (used > d.limit || n > quotaMaxEntries) {
 				stop(overQuota{what: d.what, dir: d.dir, used: used, limit: d.limit, entries: n, max: quotaMaxEntries})
 				return
 			}
+			wait := max(quotaInterval, 2*took, min(time.Duration(float64(d.limit-used)/quotaAssumedRate*float64(time.Second)), quotaMaxInterval))
+			next[i] = time.Now().Add(wait)
+			due = minTime(due, next[i])
 		}
-		wait := max(quotaInterval, 2*time.Since(start))
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(time.Until(due)):
 		}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // emptyDir removes everything below dir and keeps dir.
