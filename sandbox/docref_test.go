@@ -17,7 +17,7 @@ func TestPluginYAMLTemplateTable(t *testing.T) {
 	rows := map[string][]string{}
 	for _, l := range strings.Split(string(b), "\n") {
 		cells := strings.Split(l, "|")
-		if len(cells) < 9 {
+		if len(cells) < 10 {
 			continue
 		}
 		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
@@ -36,15 +36,19 @@ func TestPluginYAMLTemplateTable(t *testing.T) {
 		if tpl.Limits.MemoryBytes%(1<<30) == 0 {
 			mem = fmt.Sprintf("%dGiB", tpl.Limits.MemoryBytes>>30)
 		}
-		want := []string{mem, fmt.Sprint(tpl.Limits.CPUs), fmt.Sprint(tpl.Limits.Pids), tpl.Limits.Timeout.String()}
-		got := r[2:6]
+		out := fmt.Sprintf("%dMiB", tpl.Limits.OutBytes>>20)
+		if tpl.Limits.OutBytes%(1<<30) == 0 {
+			out = fmt.Sprintf("%dGiB", tpl.Limits.OutBytes>>30)
+		}
+		want := []string{mem, fmt.Sprint(tpl.Limits.CPUs), fmt.Sprint(tpl.Limits.Pids), tpl.Limits.Timeout.String(), out}
+		got := r[2:7]
 		for i := range want {
 			if got[i] != want[i] {
 				t.Errorf("template %s: the doc says %v, the code %v", name, got, want)
 				break
 			}
 		}
-		if opt := strings.Contains(r[6], "opts in"); opt != tpl.RequiresPolicy {
+		if opt := strings.Contains(r[7], "opts in"); opt != tpl.RequiresPolicy {
 			t.Errorf("template %s: doc says policy opt-in %v, code %v", name, opt, tpl.RequiresPolicy)
 		}
 		if net := r[1] == "none"; net != (tpl.Network == NetNone) {
