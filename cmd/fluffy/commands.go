@@ -9,7 +9,7 @@ func commands() []command {
 		{name: "sandbox", summary: "list (ls) and clean up (gc) plugin sandbox containers", run: runSandbox},
 		{name: "audit", summary: "inspect, verify, export the project's audit log", run: runAudit},
 		{name: "version", summary: "print fluffy's version and the plugin API range", run: runVersion},
-		{name: "session", summary: "list, show and resume this project's session", run: runSession},
+		{name: "session", summary: "list, show, resume, archive or start this project's sessions", run: runSession},
 		{name: "attach", summary: "follow the project's running task (after the terminal that started it left)", run: runAttach},
 		{name: "kernel", summary: "run the project's kernel process (normally started for you); status, stop", run: runKernel},
 		{name: "config", summary: "init, get, set and show settings (flags > FLUFFY_* > project > user > defaults)", run: runConfig},

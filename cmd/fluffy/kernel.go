@@ -86,7 +86,7 @@ func kernelRun(e *env, args []string) error {
 		pluginCfg[providerPlugin(p)] = b
 	}
 	k, err := kernel.Open(ctx, kernel.Options{
-		Home: e.home, Workspace: ws, Logger: e.log, SessionID: "kernel", Sandbox: cfg.String("sandbox"), Getenv: e.getenv,
+		Home: e.home, Workspace: ws, Logger: e.log, ProjectSession: true, Sandbox: cfg.String("sandbox"), Getenv: e.getenv,
 		BuiltinDirs: builtinPluginDirs(e), PluginConfig: pluginCfg,
 	})
 	if err != nil {

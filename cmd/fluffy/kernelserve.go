@@ -135,6 +135,7 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 		// client (events keep flowing to `fluffy attach`, and the daemon
 		// does not exit idle under it); cancel ends it with the connection.
 		defer d.Busy()()
+		k.TouchSession(p.Prompt)
 		tctx := context.WithoutCancel(ctx)
 		if cancelOnDisconnect {
 			tctx = ctx
@@ -199,30 +200,82 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 	d.Handle(daemon.MethodSessionStatus, func(ctx context.Context, req *ipc.Request) (any, error) {
 		return info(), nil
 	})
+	running := func() bool { return t != nil && t.Running() }
 	d.Handle(daemon.MethodSessionShow, func(ctx context.Context, req *ipc.Request) (any, error) {
-		if err := need(); err != nil {
+		var p daemon.SessionParams
+		if err := decodeParams(req, &p); err != nil {
 			return nil, err
 		}
-		hist, err := t.Machine().History(50)
+		id := p.Session
+		if id == "" {
+			id = k.Session.ID()
+		}
+		sum, err := k.DescribeSession(id)
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"status": info(), "workflow": t.Machine().Status(), "history": hist}, nil
+		hist, err := k.SessionHistory(id, 50)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]any{"session": sessionInfo(sum), "history": hist}
+		if sum.Current {
+			out["status"] = info()
+			if t != nil {
+				out["workflow"] = t.Machine().Status()
+			}
+		}
+		return out, nil
 	})
 	d.Handle(daemon.MethodSessionList, func(ctx context.Context, req *ipc.Request) (any, error) {
-		st := info()
-		return []daemon.SessionInfo{{ID: st.Session, Mode: st.Mode, State: st.State, Pending: st.Pending, Updated: time.Now().UTC().Format(time.RFC3339)}}, nil
+		all, err := k.ListSessions()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]daemon.SessionInfo, 0, len(all))
+		for _, s := range all {
+			out = append(out, sessionInfo(s))
+		}
+		return out, nil
 	})
+	// Resuming or archiving the served session changes the project's
+	// current one: the kernel (one session per process) answers, then
+	// exits, and the CLI's bootstrap starts it on the new current session.
 	d.Handle(daemon.MethodSessionResume, func(ctx context.Context, req *ipc.Request) (any, error) {
 		var p daemon.SessionParams
 		if err := decodeParams(req, &p); err != nil {
 			return nil, err
 		}
-		st := info()
-		if p.Session != "" && p.Session != st.Session {
-			return nil, uerr.New("SESSION_UNKNOWN", "no session "+textsafe.Line(p.Session, 64), "this project's kernel serves one session, "+st.Session, "resume "+st.Session)
+		sum, sw, err := k.ResumeSession(p.Session, running())
+		if err != nil {
+			return nil, err
 		}
-		return st, nil
+		if sw {
+			d.Shutdown()
+		}
+		return daemon.ResumeResult{Session: sessionInfo(sum), Restart: sw}, nil
+	})
+	d.Handle(daemon.MethodSessionNew, func(ctx context.Context, req *ipc.Request) (any, error) {
+		id, err := k.NewSession(running())
+		if err != nil {
+			return nil, err
+		}
+		d.Shutdown()
+		return daemon.ArchiveResult{Current: id, Restart: true}, nil
+	})
+	d.Handle(daemon.MethodSessionArchive, func(ctx context.Context, req *ipc.Request) (any, error) {
+		var p daemon.SessionParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, err
+		}
+		res, err := k.ArchiveSession(ctx, p.Session, p.Force, running())
+		if err != nil {
+			return nil, err
+		}
+		if res.Switch {
+			d.Shutdown()
+		}
+		return daemon.ArchiveResult{Archived: res.Archived, Dropped: res.Dropped, Current: res.Current, Restart: res.Switch}, nil
 	})
 	d.Handle(daemon.MethodSessionUndo, func(ctx context.Context, req *ipc.Request) (any, error) {
 		if t != nil && t.Running() {
@@ -273,6 +326,12 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 		}
 		return info(), nil
 	})
+}
+
+// sessionInfo is the wire form of a session summary.
+func sessionInfo(s kernel.SessionSummary) daemon.SessionInfo {
+	return daemon.SessionInfo{ID: s.ID, Created: s.Created.UTC().Format(time.RFC3339), Updated: s.Updated.UTC().Format(time.RFC3339),
+		Mode: s.Mode, State: s.State, Pending: s.Pending, Archived: s.Archived, Current: s.Current, Title: s.Title}
 }
 
 func decodeParams(req *ipc.Request, v any) error {

@@ -13,47 +13,73 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 )
 
-// runSession implements `fluffy session list|show|resume`: the project's
-// session, kept by its kernel (started if needed). A project's kernel
-// serves one session; it cannot be archived.
+// runSession implements `fluffy session list|show|resume|archive|new`: the
+// project's sessions, kept by its kernel (started if needed). The kernel
+// serves the project's current session; resuming another one, or
+// archiving the current one, makes it exit so the next command starts it
+// on the new current session.
 func runSession(e *env, args []string) error {
 	return subcommands(e, "session", args, map[string]func(*env, []string) error{
-		"list":   sessionList,
-		"show":   sessionShow,
-		"resume": sessionResume,
+		"list":    sessionList,
+		"show":    sessionShow,
+		"resume":  sessionResume,
+		"archive": sessionArchive,
+		"new":     sessionNew,
 	})
 }
 
-func sessionCall(e *env, args []string, name string, wantID bool, method string, out any) (taskFlags, error) {
+// sessionArgs: how many session ids a subcommand takes.
+type sessionArgs int
+
+const (
+	noID sessionArgs = iota
+	optionalID
+	oneID
+)
+
+func sessionCall(e *env, args []string, name string, ids sessionArgs, method string, out any) (taskFlags, *session, error) {
 	fs := newFlags("session " + name)
 	project := fs.String("project", ".", "project directory")
 	asJSON := fs.Bool("json", false, "machine-readable output")
+	var force *bool
+	if name == "archive" {
+		force = fs.Bool("force", false, "drop the session's proposed changes that are not merged (they are lost) instead of refusing")
+	}
 	pos, err := parseInterspersed(fs, args)
-	if err != nil || (wantID && len(pos) != 1) || (!wantID && len(pos) != 0) {
+	if err != nil || (ids == noID && len(pos) != 0) || (ids == optionalID && len(pos) > 1) || (ids == oneID && len(pos) != 1) {
 		u := "usage: fluffy session " + name
-		if wantID {
+		switch ids {
+		case optionalID:
+			u += " [ID]"
+		case oneID:
 			u += " ID"
 		}
-		return taskFlags{}, usageErr("session "+name, "unexpected arguments", u+" [--project DIR] [--json]")
+		if force != nil {
+			u += " [--force]"
+		}
+		return taskFlags{}, nil, usageErr("session "+name, "unexpected arguments", u+" [--project DIR] [--json]")
 	}
 	f := taskFlags{project: *project, json: *asJSON}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := openSession(ctx, e, f, func(m string) { fmt.Fprintf(e.stderr, "  %s…\n", m) })
 	if err != nil {
-		return f, err
+		return f, nil, err
 	}
 	defer s.client().Close()
 	p := daemon.SessionParams{}
-	if wantID {
+	if len(pos) == 1 {
 		p.Session = pos[0]
 	}
-	return f, s.call(ctx, method, p, out)
+	if force != nil {
+		p.Force = *force
+	}
+	return f, s, s.call(ctx, method, p, out)
 }
 
 func sessionList(e *env, args []string) error {
 	var list []daemon.SessionInfo
-	f, err := sessionCall(e, args, "list", false, daemon.MethodSessionList, &list)
+	f, _, err := sessionCall(e, args, "list", noID, daemon.MethodSessionList, &list)
 	if err != nil {
 		return err
 	}
@@ -61,32 +87,97 @@ func sessionList(e *env, args []string) error {
 		return writeJSON(jsonOut{e.stdout}, list)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tUPDATED\tMODE\tSTATE\tPENDING\tTITLE")
+	fmt.Fprintln(tw, "\tID\tUPDATED\tMODE\tSTATE\tPENDING\tTITLE")
 	for _, s := range list {
 		title := safeLine(s.Title, 60)
 		if s.Archived {
 			title = "(archived) " + title
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.Updated, s.Mode, s.State, s.Pending, title)
+		cur := ""
+		if s.Current {
+			cur = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cur, s.ID, s.Updated, s.Mode, s.State, s.Pending, title)
 	}
 	return tw.Flush()
 }
 
 func sessionShow(e *env, args []string) error {
 	var st json.RawMessage
-	if _, err := sessionCall(e, args, "show", true, daemon.MethodSessionShow, &st); err != nil {
+	if _, _, err := sessionCall(e, args, "show", optionalID, daemon.MethodSessionShow, &st); err != nil {
 		return err
 	}
 	return writeJSON(jsonOut{e.stdout}, st)
 }
 
 func sessionResume(e *env, args []string) error {
-	var st daemon.SessionStatus
-	if _, err := sessionCall(e, args, "resume", true, daemon.MethodSessionResume, &st); err != nil {
+	var res daemon.ResumeResult
+	f, s, err := sessionCall(e, args, "resume", oneID, daemon.MethodSessionResume, &res)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "session %s resumed: %s mode, state %s, %d pending change(s); run `fluffy` to continue it\n", st.Session, st.Mode, st.State, st.Pending)
+	if res.Restart {
+		waitKernelExit(e, s)
+	}
+	if f.json {
+		return writeJSON(jsonOut{e.stdout}, res)
+	}
+	si := res.Session
+	fmt.Fprintf(e.stdout, "session %s resumed: %s mode, state %s, %d pending change(s); run `fluffy` to continue it\n", si.ID, si.Mode, si.State, si.Pending)
 	return nil
+}
+
+func sessionArchive(e *env, args []string) error {
+	var res daemon.ArchiveResult
+	f, s, err := sessionCall(e, args, "archive", optionalID, daemon.MethodSessionArchive, &res)
+	if err != nil {
+		return err
+	}
+	if res.Restart {
+		waitKernelExit(e, s)
+	}
+	if f.json {
+		return writeJSON(jsonOut{e.stdout}, res)
+	}
+	fmt.Fprintf(e.stdout, "session %s archived (resume it with `fluffy session resume %s`)\n", res.Archived, res.Archived)
+	if len(res.Dropped) > 0 {
+		fmt.Fprintf(e.stdout, "dropped %d proposed change(s) (--force):\n", len(res.Dropped))
+		for _, p := range res.Dropped {
+			fmt.Fprintf(e.stdout, "  %s\n", safeLine(p, 200))
+		}
+	}
+	if res.Restart {
+		fmt.Fprintf(e.stdout, "new session %s is current\n", res.Current)
+	}
+	return nil
+}
+
+func sessionNew(e *env, args []string) error {
+	var res daemon.ArchiveResult
+	f, s, err := sessionCall(e, args, "new", noID, daemon.MethodSessionNew, &res)
+	if err != nil {
+		return err
+	}
+	waitKernelExit(e, s)
+	if f.json {
+		return writeJSON(jsonOut{e.stdout}, res)
+	}
+	fmt.Fprintf(e.stdout, "new session %s is current; the previous one is kept as it was (`fluffy session list`)\n", res.Current)
+	return nil
+}
+
+// waitKernelExit waits until the kernel that switched sessions has gone
+// (its lock is free), so the next command starts one on the new current
+// session instead of reaching the exiting one.
+func waitKernelExit(e *env, s *session) {
+	deadline := time.Now().Add(time.Minute)
+	for !lockFree(s.boot.paths.Lock) {
+		if time.Now().After(deadline) {
+			fmt.Fprintln(e.stderr, "warning: the kernel has not exited yet; the next command may still reach it (stop it with `fluffy kernel stop`)")
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // runAttach implements `fluffy attach`: follow the project's running (or

@@ -24,6 +24,13 @@ const (
 	MethodSessionList   = "session.list"
 	MethodSessionShow   = "session.show"
 	MethodSessionResume = "session.resume"
+	// MethodSessionArchive archives a session (SessionParams.Force drops
+	// its proposed changes); archiving the served one makes a new session
+	// current and the kernel exits after answering (ArchiveResult.Restart).
+	MethodSessionArchive = "session.archive"
+	// MethodSessionNew makes a new, empty session current (the served one
+	// is kept as it is); the kernel exits after answering.
+	MethodSessionNew = "session.new"
 )
 
 // TaskParams start a task.
@@ -66,8 +73,27 @@ type ReviewResponse struct {
 // SessionParams name a session (empty: the current one).
 type SessionParams struct {
 	Session string `json:"session,omitempty"`
-	Text    string `json:"text,omitempty"` // session.pin
-	Mode    string `json:"mode,omitempty"` // session.mode
+	Text    string `json:"text,omitempty"`  // session.pin
+	Mode    string `json:"mode,omitempty"`  // session.mode
+	Force   bool   `json:"force,omitempty"` // session.archive
+}
+
+// ArchiveResult answers session.archive.
+type ArchiveResult struct {
+	Archived string   `json:"archived"`
+	Dropped  []string `json:"dropped,omitempty"`
+	Current  string   `json:"current"`
+	// Restart: the kernel served the archived session and exits after
+	// this answer; the next command starts it on Current.
+	Restart bool `json:"restart,omitempty"`
+}
+
+// ResumeResult answers session.resume.
+type ResumeResult struct {
+	Session SessionInfo `json:"session"`
+	// Restart: the kernel served another session and exits after this
+	// answer; the next command starts it on the resumed one.
+	Restart bool `json:"restart,omitempty"`
 }
 
 // SessionStatus answers session.status (and /status in the REPL).
@@ -98,5 +124,6 @@ type SessionInfo struct {
 	State    string `json:"state"`
 	Pending  int    `json:"pending_changes"`
 	Archived bool   `json:"archived,omitempty"`
-	Title    string `json:"title,omitempty"` // the first task's prompt, bounded
+	Current  bool   `json:"current,omitempty"` // the session the kernel serves
+	Title    string `json:"title,omitempty"`   // the first task's prompt, bounded
 }

@@ -99,16 +99,21 @@ func New(o Options) (*Daemon, error) {
 	d := &Daemon{o: o, paths: p, log: o.Logger.Named("daemon"), lock: f, started: time.Now(), methods: map[string]Method{}}
 	d.Handle("kernel.status", d.status)
 	d.Handle("kernel.shutdown", func(ctx context.Context, _ *ipc.Request) (any, error) {
-		d.mu.Lock()
-		stop := d.stop
-		d.mu.Unlock()
-		if stop != nil {
-			// Answer first, then stop.
-			time.AfterFunc(50*time.Millisecond, stop)
-		}
+		d.Shutdown()
 		return true, nil
 	})
 	return d, nil
+}
+
+// Shutdown makes Serve return shortly, after the method calling it has
+// answered.
+func (d *Daemon) Shutdown() {
+	d.mu.Lock()
+	stop := d.stop
+	d.mu.Unlock()
+	if stop != nil {
+		time.AfterFunc(50*time.Millisecond, stop)
+	}
 }
 
 // Paths returns the daemon's socket, lock and log paths.

@@ -20,6 +20,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/scheduler"
+	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
@@ -40,10 +41,14 @@ type Options struct {
 	// Sandbox picks the L2 runtime: docker (default), bwrap, or none.
 	Sandbox string
 	// Launcher, when set, replaces the one Sandbox would build (tests).
-	Launcher     supervisor.Launcher
-	SessionID    string
-	SessionMode  string
-	StartTimeout time.Duration
+	Launcher  supervisor.Launcher
+	SessionID string
+	// ProjectSession opens the project's current session (its store's
+	// pointer; FirstSession for a project without one) instead of
+	// SessionID.
+	ProjectSession bool
+	SessionMode    string
+	StartTimeout   time.Duration
 	// Getenv reads DOCKER_HOST and FLUFFY_RUNTIME_ADAPTER (default os.Getenv).
 	Getenv func(string) string
 	// NetworkAuditor hears every request through the provider proxy.
@@ -87,7 +92,9 @@ type Kernel struct {
 	// Session is the session's workspace: the views plugins see as
 	// /workspace and (later) the changeset.
 	Session *workspace.Session
-	catalog *catalog
+	// SessionStore keeps the project's sessions and which one is current.
+	SessionStore *state.Sessions
+	catalog      *catalog
 	// kernelTools are the tools the kernel serves itself (registered by
 	// the task runner).
 	kernelTools kernelTools
@@ -101,6 +108,7 @@ type Kernel struct {
 	sessionMode string
 	ephemeral   bool // the session was made for this kernel alone
 	workspace   string
+	home        string
 	sandboxed   bool
 	progress    func(string)
 	db          *store.DB
@@ -164,7 +172,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	k := &Kernel{db: db, log: o.Logger.Named("kernel"), workspace: o.Workspace, progress: o.Progress, sessionMode: o.SessionMode, pluginConfig: o.PluginConfig}
+	k := &Kernel{db: db, log: o.Logger.Named("kernel"), workspace: o.Workspace, home: o.Home, progress: o.Progress, sessionMode: o.SessionMode, pluginConfig: o.PluginConfig}
 	if o.Policy == nil {
 		p, err := policy.LoadProject(o.Workspace)
 		if err != nil {
@@ -206,6 +214,15 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger, Auditor: Auditor{Log: k.HomeAudit, Logger: o.Logger}})
 	if o.NetworkAuditor == nil {
 		o.NetworkAuditor = Auditor{Log: k.Audit, Logger: o.Logger}
+	}
+	k.SessionStore = state.NewSessions(k.ProjectDB, nil)
+	if o.ProjectSession {
+		cur, err := k.SessionStore.Current(FirstSession)
+		if err != nil {
+			k.Close()
+			return nil, err
+		}
+		o.SessionID = cur.ID
 	}
 	if err := k.openSession(ctx, o); err != nil {
 		k.Close()

@@ -40,6 +40,8 @@ type Session struct {
 	UpdatedAt  time.Time `json:"updated_at"`
 	History    []Message `json:"history,omitempty"`
 	ArchivedAt time.Time `json:"archived_at,omitzero"`
+	// Title is the session's first task prompt (bounded by the caller).
+	Title string `json:"title,omitempty"`
 }
 
 // Archived reports whether the session was archived.
@@ -61,10 +63,29 @@ func NewSessions(db *store.DB, now func() time.Time) *Sessions {
 
 func sessionKey(id string) []byte { return []byte(store.PrefixSession + id) }
 
+// keyCurrent names the project's current session: the one its kernel
+// opens ('!' never starts a session id, so List skips it).
+const keyCurrent = store.PrefixSession + "!current"
+
 // Save creates or replaces s, setting CreatedAt (if zero) and UpdatedAt.
 func (ss *Sessions) Save(s *Session) error {
-	if s.ID == "" || len(s.ID) > 128 {
-		return uerr.New(CodeSessionInvalid, "a session needs an id of 1 to 128 characters", fmt.Sprintf("got %q", s.ID), "generate an id when creating the session")
+	if err := ss.db.Update(func(txn *badger.Txn) error { return ss.put(txn, s) }); err != nil {
+		return saveErr(s.ID, err)
+	}
+	return nil
+}
+
+func saveErr(id string, err error) error {
+	if _, ok := uerr.As(err); ok {
+		return err
+	}
+	return uerr.Wrap(err, CodeSessionStore, "cannot save session "+id, err.Error(), "check free disk space")
+}
+
+// put writes s in txn, setting CreatedAt (if zero) and UpdatedAt.
+func (ss *Sessions) put(txn *badger.Txn, s *Session) error {
+	if s.ID == "" || len(s.ID) > 128 || s.ID[0] == '!' {
+		return uerr.New(CodeSessionInvalid, "a session needs an id of 1 to 128 characters, not starting with '!'", fmt.Sprintf("got %q", s.ID), "generate an id when creating the session")
 	}
 	now := ss.now().UTC()
 	if s.CreatedAt.IsZero() {
@@ -75,10 +96,204 @@ func (ss *Sessions) Save(s *Session) error {
 	if err != nil {
 		return fmt.Errorf("encode session %s: %w", s.ID, err)
 	}
-	if err := ss.db.Update(func(txn *badger.Txn) error { return txn.Set(sessionKey(s.ID), b) }); err != nil {
-		return uerr.Wrap(err, CodeSessionStore, "cannot save session "+s.ID, err.Error(), "check free disk space")
+	return txn.Set(sessionKey(s.ID), b)
+}
+
+func getSession(txn *badger.Txn, id string) (Session, bool, error) {
+	var s Session
+	item, err := txn.Get(sessionKey(id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return s, false, nil
+	}
+	if err != nil {
+		return s, false, err
+	}
+	return s, true, item.Value(func(v []byte) error { return json.Unmarshal(v, &s) })
+}
+
+// Current returns the project's current session, creating it (with id
+// first, and making it current) when the project has none: a project
+// whose kernel predates the pointer keeps its one session.
+func (ss *Sessions) Current(first string) (Session, error) {
+	var cur Session
+	err := ss.db.Update(func(txn *badger.Txn) error {
+		id := first
+		item, err := txn.Get([]byte(keyCurrent))
+		switch {
+		case err == nil:
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			id = string(v)
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return err
+		}
+		s, ok, err := getSession(txn, id)
+		if err != nil {
+			return err
+		}
+		cur = s
+		if ok {
+			return nil
+		}
+		cur = Session{ID: id}
+		if err := ss.put(txn, &cur); err != nil {
+			return err
+		}
+		return txn.Set([]byte(keyCurrent), []byte(id))
+	})
+	if err != nil {
+		return cur, uerr.Wrap(err, CodeSessionStore, "cannot open the project's current session", err.Error(), "run `fluffy audit verify --all` to check the database")
+	}
+	return cur, nil
+}
+
+// CurrentID is the current session's id ("" when the project has none yet).
+func (ss *Sessions) CurrentID() (string, error) {
+	var id string
+	err := ss.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(keyCurrent))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		id = string(v)
+		return err
+	})
+	return id, err
+}
+
+// Archive marks session id archived and, in the same transaction, makes
+// next (created when new) the current session; next "" leaves the current
+// pointer alone. Archiving an archived session changes nothing.
+func (ss *Sessions) Archive(id, next string) error {
+	err := ss.db.Update(func(txn *badger.Txn) error {
+		s, ok, err := getSession(txn, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return notFound(id)
+		}
+		if !s.Archived() {
+			s.ArchivedAt = ss.now().UTC()
+			if err := ss.put(txn, &s); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		n, ok, err := getSession(txn, next)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			n = Session{ID: next}
+		}
+		n.ArchivedAt = time.Time{}
+		if err := ss.put(txn, &n); err != nil {
+			return err
+		}
+		return txn.Set([]byte(keyCurrent), []byte(next))
+	})
+	if err != nil {
+		return saveErr(id, err)
 	}
 	return nil
+}
+
+// Start creates session id and makes it current; the previous current
+// session stays as it is (not archived, its changes kept).
+func (ss *Sessions) Start(id string) (Session, error) {
+	s := Session{ID: id}
+	err := ss.db.Update(func(txn *badger.Txn) error {
+		if _, ok, err := getSession(txn, id); err != nil {
+			return err
+		} else if ok {
+			return uerr.New(CodeSessionInvalid, "session "+id+" already exists", "a new session needs a new id", "generate another id")
+		}
+		if err := ss.put(txn, &s); err != nil {
+			return err
+		}
+		return txn.Set([]byte(keyCurrent), []byte(id))
+	})
+	if err != nil {
+		return s, saveErr(id, err)
+	}
+	return s, nil
+}
+
+// Resume makes session id current again, un-archiving it.
+func (ss *Sessions) Resume(id string) (Session, error) {
+	var s Session
+	err := ss.db.Update(func(txn *badger.Txn) error {
+		var ok bool
+		var err error
+		if s, ok, err = getSession(txn, id); err != nil {
+			return err
+		}
+		if !ok {
+			return notFound(id)
+		}
+		s.ArchivedAt = time.Time{}
+		if err := ss.put(txn, &s); err != nil {
+			return err
+		}
+		return txn.Set([]byte(keyCurrent), []byte(id))
+	})
+	if err != nil {
+		return s, saveErr(id, err)
+	}
+	return s, nil
+}
+
+// Touch marks session id used now and gives it title when it has none.
+func (ss *Sessions) Touch(id, title string) error {
+	err := ss.db.Update(func(txn *badger.Txn) error {
+		s, ok, err := getSession(txn, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			s = Session{ID: id}
+		}
+		if s.Title == "" {
+			s.Title = title
+		}
+		return ss.put(txn, &s)
+	})
+	if err != nil {
+		return saveErr(id, err)
+	}
+	return nil
+}
+
+// Saved is the persisted workflow snapshot of session id (its state and
+// mode) without opening its machine; false when it never had one.
+func (ss *Sessions) Saved(id string) (Snapshot, bool, error) {
+	if err := checkSessionID(id); err != nil {
+		return Snapshot{}, false, err
+	}
+	c, err := loadChain(ss.db, id)
+	if err != nil || c.last == nil {
+		return Snapshot{}, false, err
+	}
+	return c.last.Snapshot, true, nil
+}
+
+// History is up to limit newest workflow history entries of session id,
+// oldest first, without opening its machine.
+func (ss *Sessions) History(id string, limit int) ([]HistoryEntry, error) {
+	return readHistory(ss.db, id, limit)
+}
+
+func notFound(id string) error {
+	return uerr.New(CodeSessionNotFound, "no session "+id, "the project database has no session with that id", "run `fluffy session list` to see the sessions")
 }
 
 // Load returns the session with id.
@@ -92,7 +307,7 @@ func (ss *Sessions) Load(id string) (Session, error) {
 		return item.Value(func(v []byte) error { return json.Unmarshal(v, &s) })
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return s, uerr.New(CodeSessionNotFound, "no session "+id, "the project database has no session with that id", "run `fluffy session list` to see the sessions")
+		return s, notFound(id)
 	}
 	if err != nil {
 		return s, uerr.Wrap(err, CodeSessionStore, "cannot load session "+id, err.Error(), "run `fluffy audit verify --all` to check the database")
@@ -109,6 +324,9 @@ func (ss *Sessions) List(includeArchived bool) ([]Session, error) {
 		it := txn.NewIterator(io)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
+			if string(it.Item().Key()) == keyCurrent {
+				continue
+			}
 			var s Session
 			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &s) }); err != nil {
 				return fmt.Errorf("session %s: %w", it.Item().Key(), err)

@@ -698,3 +698,54 @@ func bound(s string) string {
 	q := fmt.Sprintf("%q", s)
 	return q[1 : len(q)-1]
 }
+
+// SavedChanges counts the persisted changeset entries of session id
+// without opening the session (`fluffy session list` of a session the
+// kernel does not serve).
+func SavedChanges(db *store.DB, id string) (int, error) {
+	prefix := []byte(store.PrefixChanges + id + "/")
+	n := 0
+	err := db.Badger().View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, uerr.Wrap(err, CodeIO, "cannot read the changeset of session "+id, err.Error(), "run `fluffy audit verify --all` to check the database")
+	}
+	return n, nil
+}
+
+// DropSavedChanges deletes the persisted changeset of session id (its
+// records and blobs) without opening the session; it returns the paths
+// dropped. An open session drops its changes with Discard instead.
+func DropSavedChanges(db *store.DB, home, id string) ([]string, error) {
+	prefix := []byte(store.PrefixChanges + id + "/")
+	var paths []string
+	err := db.Badger().Update(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		var keys [][]byte
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().KeyCopy(nil)
+			keys = append(keys, k)
+			paths = append(paths, string(k[len(prefix):]))
+		}
+		it.Close()
+		for _, k := range keys {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, uerr.Wrap(err, CodeIO, "cannot drop the changeset of session "+id, err.Error(), "check free disk space in the project's .fluffy directory")
+	}
+	if err := os.RemoveAll(filepath.Join(SessionsDir(home), id, "blobs")); err != nil {
+		return paths, fmt.Errorf("remove the blobs of session %s: %w", id, err)
+	}
+	return paths, nil
+}
