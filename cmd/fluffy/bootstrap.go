@@ -148,7 +148,7 @@ func (b *bootstrap) restart(ctx context.Context) (*ipc.Client, error) {
 		b.stopOwn()
 		return nil, uerr.New("KERNEL_RESTART_LIMIT", "the fluffy kernel keeps crashing",
 			fmt.Sprintf("it was restarted %d times within %s and died again", restartLimit, restartWindow),
-			"read the kernel log "+b.paths.Log+" and report it; your session is saved and resumes with `fluffy session resume`")
+			"read the kernel log "+b.paths.Log+" and report it; your session is saved, and the next `fluffy` resumes it")
 	}
 	b.restarts = append(b.restarts, now)
 	b.progress(fmt.Sprintf("kernel stopped answering; restarting it (%d of %d)", len(b.restarts), restartLimit))

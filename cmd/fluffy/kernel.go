@@ -103,6 +103,9 @@ func kernelRun(e *env, args []string) error {
 		e.log.Warn("tasks are not possible", "error", cfgErr)
 	} else {
 		defer tasks.Close()
+		if err := k.RestoreConversation(tasks.Agent()); err != nil {
+			e.log.Error("the session's conversation is not restored", "session", k.Session.ID(), "error", err)
+		}
 	}
 	serveTasks(d, k, tasks, cfgErr, cfg.String("agent.on_disconnect") == "cancel", func() daemon.SessionStatus {
 		st := daemon.SessionStatus{Session: k.Session.ID(), L1: inL1, Sandbox: cfg.String("sandbox"), Provider: to.Provider, Model: to.Model, Pending: len(k.Session.Changes())}

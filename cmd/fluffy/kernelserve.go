@@ -146,6 +146,7 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 		if err != nil {
 			return nil, err
 		}
+		k.SaveConversation(t.Agent().Conversation())
 		return done, nil
 	})
 	d.Handle(daemon.MethodTaskAttach, func(ctx context.Context, req *ipc.Request) (any, error) {
@@ -219,12 +220,19 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 			return nil, err
 		}
 		out := map[string]any{"session": sessionInfo(sum), "history": hist}
-		if sum.Current {
-			out["status"] = info()
-			if t != nil {
-				out["workflow"] = t.Machine().Status()
+		var conv agent.Conversation
+		if sum.Current && t != nil {
+			out["status"], out["workflow"] = info(), t.Machine().Status()
+			conv = t.Agent().Conversation()
+		} else {
+			if sum.Current {
+				out["status"] = info()
+			}
+			if conv, err = k.SavedConversation(id); err != nil {
+				return nil, err
 			}
 		}
+		out["conversation"] = map[string]any{"messages": len(conv.Messages), "summarized": conv.Summary != "", "pins": conv.Pins}
 		return out, nil
 	})
 	d.Handle(daemon.MethodSessionList, func(ctx context.Context, req *ipc.Request) (any, error) {
@@ -311,6 +319,7 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 			return nil, uerr.New("USAGE", "nothing to pin", "/pin keeps a text in every request of the session", "type /pin TEXT")
 		}
 		t.Agent().Pin(p.Text)
+		k.SaveConversation(t.Agent().Conversation())
 		return map[string]bool{"ok": true}, nil
 	})
 	d.Handle(daemon.MethodSessionMode, func(ctx context.Context, req *ipc.Request) (any, error) {

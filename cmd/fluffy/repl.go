@@ -204,8 +204,17 @@ func (rp *repl) slash(line string) bool {
 		var list []daemon.SessionInfo
 		if err = rp.s.call(ctx, daemon.MethodSessionList, daemon.SessionParams{}, &list); err == nil {
 			for _, si := range list {
-				fmt.Fprintf(rp.e.stdout, "  %s  %s  %s/%s  %d pending  %s\n", si.ID, si.Updated, si.Mode, si.State, si.Pending, safeLine(si.Title, 60))
+				mark := " "
+				if si.Current {
+					mark = "*"
+				}
+				title := safeLine(si.Title, 60)
+				if si.Archived {
+					title = "(archived) " + title
+				}
+				fmt.Fprintf(rp.e.stdout, "%s %s  %s  %s/%s  %d pending  %s\n", mark, si.ID, si.Updated, si.Mode, si.State, si.Pending, title)
 			}
+			fmt.Fprintln(rp.e.stdout, "  (* current; switch with `fluffy session resume ID` or `fluffy session new`)")
 		}
 	case "/approve", "/reject":
 		err = uerr.New("NO_REVIEW", "nothing is waiting for review", "reviews are answered while a task waits for them", "run a task; when it asks, answer at the review> prompt")

@@ -55,7 +55,8 @@ func seedChange(t *testing.T, home, project, id, path, content string) {
 // through real kernel processes (--l1 none) and the project's badger
 // database: a session with a proposed change and explore mode cannot be
 // archived without --force; a new session starts empty and strict; resuming
-// the first brings back its mode, its pending change and its history;
+// the first brings back its mode, its pending change, its pinned text and
+// its history;
 // unknown ids are refused; list shows every session and the current one.
 func TestSessionsNewArchiveResume(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
@@ -115,6 +116,10 @@ func TestSessionsNewArchiveResume(t *testing.T) {
 	if _, err := cl.Call(context.Background(), daemon.MethodSessionMode, daemon.SessionParams{Mode: "explore"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	// ... and pins a text (the REPL's /pin): part of the conversation.
+	if _, err := cl.Call(context.Background(), daemon.MethodSessionPin, daemon.SessionParams{Text: "use tabs"}, nil); err != nil {
+		t.Fatal(err)
+	}
 	cl.Close()
 
 	for _, c := range []struct {
@@ -144,18 +149,28 @@ func TestSessionsNewArchiveResume(t *testing.T) {
 	if s := second["kernel"]; s.Current || s.Archived || s.Pending != 1 || s.Mode != "explore" {
 		t.Fatalf("the first session changed: %+v", s)
 	}
+	type conversation struct {
+		Pins []string `json:"pins"`
+	}
 	var shown struct {
 		Session daemon.SessionInfo `json:"session"`
 		History []struct {
 			Kind string `json:"kind"`
 			Mode string `json:"mode"`
 		} `json:"history"`
+		Conversation conversation `json:"conversation"`
 	}
 	if err := json.Unmarshal([]byte(must("session", "show", "kernel")), &shown); err != nil {
 		t.Fatal(err)
 	}
-	if last := shown.History[len(shown.History)-1]; shown.Session.ID != "kernel" || last.Mode != "explore" {
+	if last := shown.History[len(shown.History)-1]; shown.Session.ID != "kernel" || last.Mode != "explore" || len(shown.Conversation.Pins) != 1 {
 		t.Fatalf("show kernel: %+v", shown)
+	}
+	var fresh struct {
+		Conversation conversation `json:"conversation"`
+	}
+	if err := json.Unmarshal([]byte(must("session", "show")), &fresh); err != nil || len(fresh.Conversation.Pins) != 0 {
+		t.Fatalf("the new session has a conversation: %+v %v", fresh, err)
 	}
 
 	// Resume the first: the kernel restarts on it with its mode, state,
@@ -164,14 +179,16 @@ func TestSessionsNewArchiveResume(t *testing.T) {
 		t.Fatalf("resume: %s", out)
 	}
 	var cur struct {
-		Status  daemon.SessionStatus `json:"status"`
-		History []json.RawMessage    `json:"history"`
+		Status       daemon.SessionStatus `json:"status"`
+		History      []json.RawMessage    `json:"history"`
+		Conversation conversation         `json:"conversation"` // the restarted kernel's agent
 	}
 	if err := json.Unmarshal([]byte(must("session", "show")), &cur); err != nil {
 		t.Fatal(err)
 	}
-	if cur.Status.Session != "kernel" || cur.Status.Mode != "explore" || cur.Status.Pending != 1 || len(cur.History) < len(shown.History) {
-		t.Fatalf("resumed status: %+v (%d history entries, had %d)", cur.Status, len(cur.History), len(shown.History))
+	if cur.Status.Session != "kernel" || cur.Status.Mode != "explore" || cur.Status.Pending != 1 || len(cur.History) < len(shown.History) ||
+		len(cur.Conversation.Pins) != 1 || cur.Conversation.Pins[0] != "use tabs" {
+		t.Fatalf("resumed: %+v (%d history entries, had %d)", cur, len(cur.History), len(shown.History))
 	}
 
 	// Archiving another session; then the current one with --force drops

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -605,4 +606,30 @@ func (a *Agent) systemPrompt(st Status, tools []Tool) string {
 	}
 	b.WriteString("\nWhen a tool refuses a call, read its error: it says why and what to do instead. Do not repeat a call that already returned the same result.")
 	return b.String()
+}
+
+// Conversation is what the agent carries from one task to the next: the
+// messages since the last summary, that summary and the pins. The kernel
+// keeps it with the session, so a resumed session (or a restarted kernel)
+// continues the same conversation.
+type Conversation struct {
+	Messages []provider.Message `json:"messages,omitempty"`
+	Summary  string             `json:"summary,omitempty"`
+	Pins     []string           `json:"pins,omitempty"`
+}
+
+// Conversation returns a copy of the session's conversation (it waits for
+// a running task's turn to end).
+func (a *Agent) Conversation() Conversation {
+	a.run.Lock()
+	defer a.run.Unlock()
+	return Conversation{Messages: slices.Clone(a.h.msgs[a.h.from:]), Summary: a.h.summary, Pins: slices.Clone(a.h.pins)}
+}
+
+// Restore replaces the conversation with c (a resumed session's); the
+// next task continues it.
+func (a *Agent) Restore(c Conversation) {
+	a.run.Lock()
+	defer a.run.Unlock()
+	a.h.msgs, a.h.from, a.h.summary, a.h.pins = slices.Clone(c.Messages), 0, c.Summary, slices.Clone(c.Pins)
 }

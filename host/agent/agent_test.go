@@ -470,3 +470,46 @@ func TestEstimatorCalibrates(t *testing.T) {
 		t.Fatalf("calibrated estimate %d (was %d), want ~2000", got, est)
 	}
 }
+
+// TestConversationCarriesToAnotherAgent: what Conversation returns,
+// through JSON (as the kernel stores it), lets a new agent (a restarted
+// kernel, a resumed session) continue: its next request carries the
+// earlier task, the model's answer and the pin.
+func TestConversationCarriesToAnotherAgent(t *testing.T) {
+	m := &scripted{turns: []func(provider.ChatRequest) []provider.Event{text("It parses the config.")}}
+	a, _, _, _ := newTestAgent(m, nil)
+	a.o.Workflow = idleWorkflow{}
+	a.Pin("always use tabs")
+	if done := a.Run(context.Background(), "what does parseConfig do?"); done.Status != StatusDone {
+		t.Fatalf("done = %+v", done)
+	}
+	b, err := json.Marshal(a.Conversation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Conversation
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	m2 := &scripted{turns: []func(provider.ChatRequest) []provider.Event{text("Yes.")}}
+	next, _, _, _ := newTestAgent(m2, nil)
+	next.o.Workflow = idleWorkflow{}
+	next.Restore(c)
+	if done := next.Run(context.Background(), "and does it handle errors?"); done.Status != StatusDone {
+		t.Fatalf("done = %+v", done)
+	}
+	req := m2.requests[0]
+	var all []string
+	for _, msg := range req.Messages {
+		all = append(all, msg.Role+": "+msg.Content)
+	}
+	got := strings.Join(all, "\n")
+	for _, want := range []string{"user: what does parseConfig do?", "assistant: It parses the config.", "user: and does it handle errors?"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("the resumed request lacks %q:\n%s", want, got)
+		}
+	}
+	if !strings.Contains(req.System, "always use tabs") {
+		t.Fatal("the pin was not restored")
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
@@ -111,6 +113,46 @@ func (k *Kernel) TouchSession(prompt string) {
 	if err := k.SessionStore.Touch(k.Session.ID(), textsafe.Line(strings.TrimSpace(prompt), 80)); err != nil {
 		k.log.Warn("cannot record the session's use", "session", k.Session.ID(), "error", err)
 	}
+}
+
+// SaveConversation keeps the served session's conversation (after each
+// task and pin) so resuming the session, or a restarted kernel, continues
+// it.
+func (k *Kernel) SaveConversation(c agent.Conversation) {
+	b, err := json.Marshal(c)
+	if err == nil {
+		err = k.SessionStore.SaveConversation(k.Session.ID(), b)
+	}
+	if err != nil {
+		k.log.Warn("cannot save the session's conversation", "session", k.Session.ID(), "error", err)
+	}
+}
+
+// RestoreConversation gives a the served session's saved conversation.
+func (k *Kernel) RestoreConversation(a *agent.Agent) error {
+	c, err := k.SavedConversation(k.Session.ID())
+	if err != nil {
+		return err
+	}
+	a.Restore(c)
+	return nil
+}
+
+// SavedConversation is session id's saved conversation (empty when none).
+func (k *Kernel) SavedConversation(id string) (agent.Conversation, error) {
+	var c agent.Conversation
+	if err := knownID(id); err != nil {
+		return c, err
+	}
+	s, err := k.SessionStore.Load(id)
+	if err != nil || len(s.Conversation) == 0 {
+		return c, err
+	}
+	if err := json.Unmarshal(s.Conversation, &c); err != nil {
+		return c, uerr.Wrap(err, state.CodeSessionStore, "the saved conversation of session "+s.ID+" is damaged", err.Error(),
+			"the session continues without it; `fluffy session new` starts a fresh one")
+	}
+	return c, nil
 }
 
 // ArchiveSession archives session id ("" = the served one). A running

@@ -10,6 +10,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -42,6 +43,9 @@ type Session struct {
 	ArchivedAt time.Time `json:"archived_at,omitzero"`
 	// Title is the session's first task prompt (bounded by the caller).
 	Title string `json:"title,omitempty"`
+	// Conversation is the AI loop's own record of the conversation (what
+	// host/agent carries between tasks), opaque here.
+	Conversation json.RawMessage `json:"conversation,omitempty"`
 }
 
 // Archived reports whether the session was archived.
@@ -84,8 +88,8 @@ func saveErr(id string, err error) error {
 
 // put writes s in txn, setting CreatedAt (if zero) and UpdatedAt.
 func (ss *Sessions) put(txn *badger.Txn, s *Session) error {
-	if s.ID == "" || len(s.ID) > 128 || s.ID[0] == '!' {
-		return uerr.New(CodeSessionInvalid, "a session needs an id of 1 to 128 characters, not starting with '!'", fmt.Sprintf("got %q", s.ID), "generate an id when creating the session")
+	if !sessionIDRe.MatchString(s.ID) {
+		return uerr.New(CodeSessionInvalid, "a session needs an id of 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", fmt.Sprintf("got %q", s.ID), "generate an id when creating the session")
 	}
 	now := ss.now().UTC()
 	if s.CreatedAt.IsZero() {
@@ -101,6 +105,9 @@ func (ss *Sessions) put(txn *badger.Txn, s *Session) error {
 
 func getSession(txn *badger.Txn, id string) (Session, bool, error) {
 	var s Session
+	if !sessionIDRe.MatchString(id) {
+		return s, false, nil // no session can have it (nor can the pointer be read as one)
+	}
 	item, err := txn.Get(sessionKey(id))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return s, false, nil
@@ -273,6 +280,26 @@ func (ss *Sessions) Touch(id, title string) error {
 	return nil
 }
 
+// SaveConversation stores session id's conversation (see
+// Session.Conversation).
+func (ss *Sessions) SaveConversation(id string, conv json.RawMessage) error {
+	err := ss.db.Update(func(txn *badger.Txn) error {
+		s, ok, err := getSession(txn, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			s = Session{ID: id}
+		}
+		s.Conversation = conv
+		return ss.put(txn, &s)
+	})
+	if err != nil {
+		return saveErr(id, err)
+	}
+	return nil
+}
+
 // Saved is the persisted workflow snapshot of session id (its state and
 // mode) without opening its machine; false when it never had one.
 func (ss *Sessions) Saved(id string) (Snapshot, bool, error) {
@@ -293,20 +320,19 @@ func (ss *Sessions) History(id string, limit int) ([]HistoryEntry, error) {
 }
 
 func notFound(id string) error {
-	return uerr.New(CodeSessionNotFound, "no session "+id, "the project database has no session with that id", "run `fluffy session list` to see the sessions")
+	return uerr.New(CodeSessionNotFound, "no session "+textsafe.Line(id, 64), "the project database has no session with that id", "run `fluffy session list` to see the sessions")
 }
 
 // Load returns the session with id.
 func (ss *Sessions) Load(id string) (Session, error) {
 	var s Session
+	var ok bool
 	err := ss.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(sessionKey(id))
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error { return json.Unmarshal(v, &s) })
+		var err error
+		s, ok, err = getSession(txn, id)
+		return err
 	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	if err == nil && !ok {
 		return s, notFound(id)
 	}
 	if err != nil {

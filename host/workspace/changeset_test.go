@@ -373,3 +373,34 @@ func TestIngestLostBlobIsDropped(t *testing.T) {
 		t.Fatalf("%d changes after a second reopen", n)
 	}
 }
+
+// TestSavedChangesCountAndDropWithoutOpening: a session's persisted
+// changeset is counted and dropped (records and blobs) by id, without
+// opening it, as `fluffy session list` / `archive --force` do for a session
+// the kernel does not serve; reopening it then shows no change.
+func TestSavedChangesCountAndDropWithoutOpening(t *testing.T) {
+	f := newIngestFixture(t, Limits{})
+	must(t, f.ingest(f.full(t, "src/a.go", "package a\n"), f.full(t, "src/new.go", "package a // new\n")))
+	must(t, f.s.Close())
+	for _, c := range []struct {
+		id   string
+		want int
+	}{{"s1", 2}, {"other", 0}} {
+		if n, err := SavedChanges(f.db, c.id); err != nil || n != c.want {
+			t.Fatalf("SavedChanges(%s) = %d, %v; want %d", c.id, n, err, c.want)
+		}
+	}
+	paths, err := DropSavedChanges(f.db, f.home, "s1")
+	if err != nil || strings.Join(paths, ",") != "src/a.go,src/new.go" {
+		t.Fatalf("DropSavedChanges = %v, %v", paths, err)
+	}
+	if _, err := os.Stat(filepath.Join(SessionsDir(f.home), "s1", "blobs")); !os.IsNotExist(err) {
+		t.Fatalf("blobs left: %v", err)
+	}
+	if n, _ := SavedChanges(f.db, "s1"); n != 0 {
+		t.Fatalf("%d changes left", n)
+	}
+	if s := f.open(t, Limits{}); len(s.Changes()) != 0 {
+		t.Fatalf("reopened session has %v", s.Changes())
+	}
+}
