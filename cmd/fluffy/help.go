@@ -159,10 +159,29 @@ func helpTopics() map[string]helpTopic {
 		"sandbox gc": {usage: "sandbox gc [--all]", summary: "remove this home's orphaned sandboxes",
 			text: "  --all           also remove sandboxes of this home's running kernels (never another home's)\n"},
 
-		"session":        {usage: "session SUBCOMMAND", summary: "list, show and resume this project's session"},
-		"session list":   {usage: "session list [--project DIR] [--json]", summary: "list the project's sessions", text: projectFlag + "  --json          machine-readable output\n"},
-		"session show":   {usage: "session show ID [--project DIR] [--json]", summary: "show one session", text: projectFlag + "  --json          machine-readable output\n"},
-		"session resume": {usage: "session resume ID [--project DIR] [--json]", summary: "continue a session", text: projectFlag + "  --json          machine-readable output\n"},
+		"session": {usage: "session SUBCOMMAND", summary: "list, show, resume, archive or start this project's sessions",
+			text: "A project has sessions; its kernel serves the current one: workflow state and mode, proposed\n" +
+				"changes, workflow history and the conversation with the model (pins included), all kept in the\n" +
+				"project's database. Switching sessions (new, resume, archiving the current one) makes the kernel\n" +
+				"exit after answering; the next command starts it on the new current session.\n"},
+		"session list": {usage: "session list [--project DIR] [--json]", summary: "list the project's sessions",
+			text: "One line per session, archived ones included: id, last use, mode, state, proposed changes not\n" +
+				"merged, title (its first task); * marks the current one.\n\n" + projectFlag + "  --json          machine-readable output\n"},
+		"session show": {usage: "session show [ID] [--project DIR] [--json]", summary: "show one session (default: the current one)",
+			text: "Prints a session as JSON: its summary, workflow history and conversation (and, for the current\n" +
+				"one, its live status).\n\n" + projectFlag + "  --json          machine-readable output (the only output)\n"},
+		"session resume": {usage: "session resume ID [--project DIR] [--json]", summary: "make a session current again",
+			text: "Makes session ID the current one (un-archiving it) with its state, mode, proposed changes,\n" +
+				"history and conversation. Refused while a task runs.\n\n" + projectFlag + "  --json          machine-readable output\n"},
+		"session archive": {usage: "session archive [ID] [--force] [--project DIR] [--json]", summary: "put a session away (default: the current one)",
+			text: "Marks the session archived (`session resume` brings it back). Refused while a task runs, and while\n" +
+				"the session has proposed changes not merged unless --force. Archiving the current session makes\n" +
+				"a new, empty one current.\n\n" +
+				"  --force         drop the session's proposed changes not merged (they are lost; listed and audited)\n" +
+				projectFlag + "  --json          machine-readable output\n"},
+		"session new": {usage: "session new [--project DIR] [--json]", summary: "start a new, empty session and make it current",
+			text: "The current session is kept as it is (not archived, its proposed changes kept); resume it with\n" +
+				"`fluffy session resume ID`. Refused while a task runs.\n\n" + projectFlag + "  --json          machine-readable output\n"},
 	}
 }
 
