@@ -127,7 +127,7 @@ func helpTopics() map[string]helpTopic {
 			summary: "create a tool plugin project from the template",
 			text: "Writes DIR (default ./NAME): main.go (one tool on the SDK), main_test.go (the SDK's test kit),\n" +
 				"plugin.yaml, go.mod and a Makefile whose `make` builds a static binary (CGO_ENABLED=0) and\n" +
-				"stamps its sha256 into plugin.yaml (`fluffy plugin stamp`). See docs/plugin-authors.md.\n\n" +
+				"stamps its sha256 into plugin.yaml (`fluffy plugin stamp`). Fields: docs/plugin-yaml.md.\n\n" +
 				"  --dir DIR       where to write (must not exist or be empty; default ./NAME)\n" +
 				"  --module PATH   the Go module path (default example.com/NAME)\n" +
 				"  --sdk DIR       a fluffy source checkout for go.mod's replace directive (default: the\n" +
