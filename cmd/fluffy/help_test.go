@@ -163,4 +163,37 @@ func TestPluginListShowsBuiltinsInAFreshHome(t *testing.T) {
 	if row == nil || row[3] != "registered" {
 		t.Fatalf("fresh home: tool-fs not listed as registered:\n%s", out)
 	}
+	// Every registry command knows the builtins in a fresh home, not only
+	// list (disable failed with "no plugin named tool-fs is installed").
+	c2 := newCLI(t)
+	c2.vars["FLUFFY_BUILTIN_PLUGINS"] = builtin
+	if out, stderr, code := c2.run("plugin", "disable", "tool-fs", "--reason", "testing"); code != 0 {
+		t.Fatalf("disable a builtin in a fresh home: %d %s%s", code, out, stderr)
+	}
+	if out, _, _ := c2.run("plugin", "list"); !strings.Contains(out, "disabled") {
+		t.Fatalf("after disable:\n%s", out)
+	}
+}
+
+// TestDevNullIsNotATerminal: install asks only on a terminal; /dev/null is a
+// character device but no terminal, so nothing is prompted there and the
+// error says there is no terminal to ask (and to pass --yes).
+func TestDevNullIsNotATerminal(t *testing.T) {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isTerminal(f) {
+		t.Fatal("/dev/null counted as a terminal")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if isTerminal(r) {
+		t.Fatal("a pipe counted as a terminal")
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -76,9 +77,13 @@ func fluffyHome(get func(string) string) string {
 	return ".fluffy"
 }
 
-func stdinIsTTY() bool {
-	fi, err := os.Stdin.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+// stdinIsTTY reports whether stdin is a terminal: a character device is
+// not enough (/dev/null is one, and a prompt there reads no answer).
+func stdinIsTTY() bool { return isTerminal(os.Stdin) }
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // run dispatches args and returns the process exit code: 0 success, 1 a

@@ -49,6 +49,18 @@ func openRegistry(e *env) (*registry.Registry, func(), error) {
 		return nil, nil, err
 	}
 	reg := registry.New(db.Badger(), registry.Options{Home: e.home, Logger: e.log, Auditor: kernel.Auditor{Log: log, Logger: e.log}})
+	// fluffy's builtins are known whether or not a kernel ran before
+	// (list shows them, info/disable/grant find them): register them the
+	// way a kernel does at start.
+	dirs := builtinPluginDirs(e)
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		if _, err := reg.Scan(ctx, d, dirs); err != nil {
+			e.log.Warn("discovering builtin plugins failed", "dir", d, "error", err)
+		}
+	}
 	return reg, func() { _ = log.Close(); _ = db.Close() }, nil
 }
 
@@ -249,17 +261,6 @@ func pluginList(e *env, args []string) error {
 		return err
 	}
 	defer closeFn()
-	// Builtins are listed whether or not a kernel ran before: register
-	// them the way a kernel does at start.
-	dirs := builtinPluginDirs(e)
-	for _, d := range dirs {
-		if _, err := os.Stat(d); err != nil {
-			continue
-		}
-		if _, err := reg.Scan(context.Background(), d, dirs); err != nil {
-			e.log.Warn("discovering builtin plugins failed", "dir", d, "error", err)
-		}
-	}
 	recs, err := reg.List(registry.Filter{Rejected: *rejected})
 	if err != nil {
 		return err

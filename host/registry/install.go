@@ -146,8 +146,12 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 		if perr != nil {
 			continue
 		}
+		// A builtin that is only registered where fluffy ships it (a
+		// kernel or the CLI scanned it) is not installed yet: installing
+		// it copies and certifies it.
+		inPlace := e.Builtin && !strings.HasPrefix(e.Dir, r.StoreDir()+string(os.PathSeparator))
 		switch {
-		case ev.Equal(m.SemVer) && !o.Force:
+		case ev.Equal(m.SemVer) && !o.Force && !inPlace:
 			return Record{}, uerr.New(CodeAlreadyInstalled, fmt.Sprintf("%s@%s is already installed", m.Name, m.Version),
 				"installing the same version again would replace the stored binary",
 				"use --force to reinstall it, or bump the plugin's version")
