@@ -132,6 +132,16 @@ func helpTopics() map[string]helpTopic {
 				"  --module PATH   the Go module path (default example.com/NAME)\n" +
 				"  --sdk DIR       a fluffy source checkout for go.mod's replace directive (default: the\n" +
 				"                  checkout this fluffy was built from, if it still exists)\n"},
+		"plugin dev": {usage: "plugin dev DIR [--yes] [--grant TAG]... [--sandbox docker|none]",
+			summary: "rebuild, stamp and reinstall the plugin you are writing in DIR",
+			text: "Builds the Go package in DIR into the manifest's entry (CGO_ENABLED=0), stamps its sha256,\n" +
+				"then installs it as `plugin install` does (your approval of this binary, certification in\n" +
+				"its sandbox), replacing the installed copy of the same version. Kernels start plugins when\n" +
+				"first used: the next `plugin call` or session runs the new build; a kernel already running\n" +
+				"keeps the instance it started.\n\n" +
+				"  --yes           approve without asking (grants no tag)\n" +
+				"  --grant TAG     grant a tag the plugin requests (repeatable)\n" +
+				"  --sandbox S     docker (default, or $FLUFFY_SANDBOX) or none (development only)\n"},
 		"plugin stamp": {usage: "plugin stamp DIR", summary: "write the entry binary's sha256 into DIR/plugin.yaml",
 			text: "Checks that the entry binary can run in the empty sandbox image (statically linked), then\n" +
 				"writes its sha256 into plugin.yaml, keeping the rest of the file as it is.\n"},

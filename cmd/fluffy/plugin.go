@@ -32,6 +32,7 @@ func runPlugin(e *env, args []string) error {
 		"revoke":  pluginRevoke,
 		"new":     pluginNew,
 		"stamp":   pluginStamp,
+		"dev":     pluginDev,
 	})
 }
 

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"text/template"
 
+	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -162,5 +166,66 @@ func pluginStamp(e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "stamped %s: sha256 %s\n", path, sum)
+	return nil
+}
+
+// pluginDev implements `fluffy plugin dev DIR`: the author's loop in one
+// step — a static build of the Go package in DIR into the manifest's entry,
+// stamp, then the same install as `plugin install` (your approval of this
+// binary, certification in its sandbox), replacing the installed copy of
+// the same version. The next kernel that starts the plugin runs it.
+func pluginDev(e *env, args []string) error {
+	fs := newFlags("plugin dev")
+	yes := fs.Bool("yes", false, "approve the rebuilt plugin without asking (grants no tag)")
+	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "where certification runs it: docker or none")
+	var grant stringList
+	fs.Var(&grant, "grant", "grant a tag the plugin requests (repeatable)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil || len(pos) != 1 {
+		return usageErr("plugin dev", "expected one plugin directory", "usage: fluffy plugin dev DIR [--yes] [--grant TAG]... [--sandbox docker|none]")
+	}
+	dir := pos[0]
+	path := filepath.Join(dir, manifests.FileName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return uerr.Wrap(err, manifests.CodeReadFailed, "cannot read "+path, err.Error(), "pass the directory that holds plugin.yaml and the plugin's main package")
+	}
+	tmp, err := manifests.StampSHA256(data, strings.Repeat("0", 64))
+	if err != nil {
+		return err
+	}
+	m, err := manifests.Parse(path, tmp)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "  building %s (CGO_ENABLED=0)...\n", m.Entry)
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.FromSlash(m.Entry), ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return uerr.Wrap(err, "PLUGIN_BUILD_FAILED", "go build of "+dir+" failed", strings.TrimSpace(string(out)), "fix the build errors above and run `fluffy plugin dev` again")
+	}
+	if err := pluginStamp(e, []string{dir}); err != nil {
+		return err
+	}
+	reg, closeFn, err := openRegistry(e)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	opts := registry.InstallOptions{
+		Reinstall: true, Yes: *yes, Grant: grant, BuiltinDirs: builtinPluginDirs(e),
+		Progress:  func(s string) { fmt.Fprintf(e.stderr, "  %s...\n", s) },
+		Certifier: newCertifier(e, *sb),
+	}
+	if e.isTTY {
+		in := bufio.NewReader(e.stdin)
+		opts.Confirm = func(c registry.Consent) (registry.Approval, error) { return confirmInstall(e, in, c, dir) }
+	}
+	rec, err := reg.Install(context.Background(), dir, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "installed %s@%s from %s (sha256 %s); the next kernel that starts it runs this build\n", rec.Name, rec.Version, dir, rec.SHA256)
 	return nil
 }

@@ -78,6 +78,28 @@ func TestPluginNewEndToEnd(t *testing.T) {
 		t.Fatalf("bad arguments reached the plugin: %d %s", code, errOut)
 	}
 
+	// The dev loop: an edit, one command, and the next call runs it —
+	// approved and certified like any install.
+	src, _ := os.ReadFile(filepath.Join(dir, "main.go"))
+	edited := strings.Replace(string(src), "Lines: bytes.Count(", "Lines: 1000 + bytes.Count(", 1)
+	if edited == string(src) {
+		t.Fatal("template changed: cannot edit the handler")
+	}
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(edited), 0o644)
+	if _, errOut, code := c.run("plugin", "dev", dir); code == 0 || !strings.Contains(errOut, "REGISTRY_NOT_CONFIRMED") {
+		t.Fatalf("plugin dev without approval: %d %s", code, errOut)
+	}
+	if out, errOut, code := c.run("plugin", "dev", dir, "--yes"); code != 0 {
+		t.Fatalf("plugin dev: %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = c.run("plugin", "call", "hello-greeter", "hello_greeter.lines", `{"path":"notes.txt"}`, "--project", project)
+	if code != 0 || !strings.Contains(strings.ReplaceAll(out, " ", ""), `"lines":1003`) {
+		t.Fatalf("call after plugin dev: %d\n%s%s", code, out, errOut)
+	}
+	if out, _, _ := c.run("plugin", "info", "hello-greeter"); !strings.Contains(out, "Certification: PASSED") {
+		t.Fatalf("the dev build is not certified:\n%s", out)
+	}
+
 	// cgo on (the go default with a C compiler): dynamically linked.
 	if _, err := exec.LookPath("gcc"); err != nil {
 		return

@@ -18,6 +18,10 @@ import (
 
 // InstallOptions control one install.
 type InstallOptions struct {
+	// Reinstall allows replacing the installed copy of the same version
+	// (fluffy plugin dev), and nothing else Force allows: consent and a
+	// passed certification are still required.
+	Reinstall bool
 	// Force allows a downgrade or a reinstall of the same version, and the
 	// install of a plugin that failed certification (recorded as forced).
 	Force bool
@@ -151,7 +155,7 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 		// it copies and certifies it.
 		inPlace := e.Builtin && !strings.HasPrefix(e.Dir, r.StoreDir()+string(os.PathSeparator))
 		switch {
-		case ev.Equal(m.SemVer) && !o.Force && !inPlace:
+		case ev.Equal(m.SemVer) && !o.Force && !o.Reinstall && !inPlace:
 			return Record{}, uerr.New(CodeAlreadyInstalled, fmt.Sprintf("%s@%s is already installed", m.Name, m.Version),
 				"installing the same version again would replace the stored binary",
 				"use --force to reinstall it, or bump the plugin's version")
