@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -170,17 +171,65 @@ func (s *Session) Prepare(ctx context.Context, r Reader) (View, error) {
 		}
 		s.views[r.Caller.Plugin] = v
 	}
-	ov := s.ov
 	s.mu.Unlock()
 
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	st, err := v.refresh(ctx, newFilter(s.o.Judge, r), ov)
+	st, err := s.refreshShared(ctx, v, r)
 	if err != nil {
 		return View{}, uerr.Wrap(err, CodeIO, "cannot refresh the view of "+r.Caller.Plugin, err.Error(), "check free disk space under $FLUFFY_HOME")
 	}
 	s.log.Debug("view refreshed", "plugin", r.Caller.Plugin, "scanned", st.DirsScanned, "linked", st.Linked, "copied", st.Copied, "removed", st.Removed, "took", st.Duration)
 	return View{Dir: dir, Stats: st}, nil
+}
+
+// refreshGroup is one view refresh that callers arriving before it starts
+// share.
+type refreshGroup struct {
+	key  string
+	done chan struct{}
+	st   RefreshStats
+	err  error
+}
+
+// refreshShared brings v up to date for r. Refreshes of one view run one
+// at a time (under v.mu); the callers that arrive while one runs wait for
+// it and then share a single next refresh, which starts after all of them
+// arrived and reads the changeset and the policy then — so each caller
+// still gets a view at least as new as its call, and ten parallel calls
+// to one plugin cost two refreshes instead of ten in a row.
+func (s *Session) refreshShared(ctx context.Context, v *view, r Reader) (RefreshStats, error) {
+	key := r.key("")
+	for {
+		v.gmu.Lock()
+		if g := v.next; g != nil && g.key == key {
+			v.gmu.Unlock()
+			select {
+			case <-g.done:
+			case <-ctx.Done():
+				return RefreshStats{}, ctx.Err()
+			}
+			if g.err != nil && ctx.Err() == nil && (errors.Is(g.err, context.Canceled) || errors.Is(g.err, context.DeadlineExceeded)) {
+				continue // the caller that ran it gave up; this one did not
+			}
+			return g.st, g.err
+		}
+		g := &refreshGroup{key: key, done: make(chan struct{})}
+		v.next = g
+		v.gmu.Unlock()
+
+		v.mu.Lock()
+		v.gmu.Lock()
+		if v.next == g {
+			v.next = nil // from here on, callers wait for the refresh after this one
+		}
+		v.gmu.Unlock()
+		s.mu.Lock()
+		ov := s.ov
+		s.mu.Unlock()
+		g.st, g.err = v.refresh(ctx, newFilter(s.o.Judge, r), ov)
+		v.mu.Unlock()
+		close(g.done)
+		return g.st, g.err
+	}
 }
 
 // ViewRoot opens plugin's view as a confinement root, for the kernel's

@@ -104,7 +104,11 @@ const racyWindow = 2 * time.Second
 // view is one plugin's mirror of project + changeset, filtered by the
 // policy. All methods run under mu.
 type view struct {
-	mu      sync.Mutex
+	mu sync.Mutex // held while refreshing
+	// gmu guards next: the refresh that callers arriving now will share
+	// (see Session.refreshShared).
+	gmu     sync.Mutex
+	next    *refreshGroup
 	dir     string
 	project *confine.Root
 	blobs   string

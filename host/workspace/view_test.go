@@ -2,10 +2,12 @@ package workspace
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -283,5 +285,68 @@ capabilities:
 	}
 	if _, err := os.Stat(filepath.Join(core.Dir, "vendor/lib/b.go")); err != nil {
 		t.Fatalf("vendor/ lost: %v", err)
+	}
+}
+
+// slowJudge is the real engine whose Policy() — read once at the start
+// of every view refresh — takes a while and is counted, so refreshes
+// overlap and can be told apart.
+type slowJudge struct {
+	*policy.Engine
+	mu      sync.Mutex
+	n       int
+	started chan struct{}
+}
+
+func (j *slowJudge) Policy() *policy.Policy {
+	j.mu.Lock()
+	j.n++
+	n := j.n
+	j.mu.Unlock()
+	if n == 2 { // the first measured refresh (the first one creates the view)
+		close(j.started)
+	}
+	time.Sleep(100 * time.Millisecond)
+	return j.Engine.Policy()
+}
+
+// TestConcurrentRefreshesAreShared: ten parallel calls to one plugin do
+// not refresh its view ten times in a row. Callers that arrive while a
+// refresh runs share one next refresh (not the running one, which may
+// have read the changeset before their call).
+func TestConcurrentRefreshesAreShared(t *testing.T) {
+	project := t.TempDir()
+	write(t, project, "src/a.go", "package a\n", 0o644)
+	j := &slowJudge{Engine: defaultEngine(t), started: make(chan struct{})}
+	s := openSession(t, project, j, Identity{UID: os.Getuid(), GID: os.Getgid()})
+	_, err := s.Prepare(context.Background(), toolFS()) // creates the view
+	must(t, err)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Prepare(context.Background(), toolFS())
+		first <- err
+	}()
+	<-j.started // the first refresh runs now
+	var wg sync.WaitGroup
+	errs := make(chan error, 9)
+	for range 9 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := s.Prepare(context.Background(), toolFS())
+			if err == nil && !strings.HasSuffix(v.Dir, "tool-fs") {
+				err = fmt.Errorf("view dir %s", v.Dir)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	must(t, <-first)
+	close(errs)
+	for err := range errs {
+		must(t, err)
+	}
+	if j.n != 3 {
+		t.Fatalf("refreshes = %d, want 3 (the first, the running one, one shared by the nine that arrived during it)", j.n)
 	}
 }
