@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
@@ -82,7 +84,9 @@ func (a *anthropic) Models(context.Context) ([]provider.ModelInfo, error) {
 	return []provider.ModelInfo{{ID: c.Model, ContextWindow: 200000, Tools: true, ParallelToolCalls: true, Reasoning: true, PromptCaching: true}}, nil
 }
 
-// Chat streams one turn; errors are returned (sent as the turn's error
+// Chat streams one turn through the official SDK (its request execution,
+// event-stream decoder and event type), retrying with upstream.Retry what
+// failed before any output. Errors are returned (sent as the turn's error
 // event by the shim); cancelling ctx closes the request.
 func (a *anthropic) Chat(ctx context.Context, req provider.ChatRequest, send func(provider.Event) error) error {
 	cfg, err := a.config()
@@ -101,82 +105,117 @@ func (a *anthropic) Chat(ctx context.Context, req provider.ChatRequest, send fun
 	if err != nil {
 		return fmt.Errorf("encode the request: %w", err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, messagesURL(cfg.BaseURL), bytes.NewReader(body))
-	if err != nil {
-		return up.TransportError(ctx, err, cfg.BaseURL, false)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	hreq.Header.Set("Anthropic-Version", anthropicVersion)
-	if cfg.APIKey != "" {
-		hreq.Header.Set("X-Api-Key", cfg.APIKey)
-	}
-	resp, err := a.http.Do(hreq)
-	if err != nil {
-		return up.TransportError(ctx, err, cfg.BaseURL, false)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return up.HTTPError(resp, "Request-Id")
-	}
-	d := &decoder{s: provider.NewStream(send, req.RequestID, names), blocks: map[int]*openBlock{}, requestID: resp.Header.Get("Request-Id")}
-	if err := d.run(ctx, resp.Body); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	client := a.client(cfg)
+	return cfg.Retry.Retry(ctx, a.log, func() (bool, error) {
+		s := provider.NewStream(send, req.RequestID, names)
+		err := a.attempt(ctx, client, cfg.BaseURL, body, s)
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err()
 		}
-		return err
-	}
-	upstream.Drain(resp.Body)
-	return nil
+		return s.Delivered(), err
+	})
 }
 
-// messagesURL is the endpoint under base, which is the API root
+// client is the SDK client for cfg, without the SDK's environment
+// defaults (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL…):
+// the key comes from Configure only.
+func (a *anthropic) client(cfg upstream.Config) sdk.Client {
+	opts := []option.RequestOption{
+		option.WithoutEnvironmentDefaults(),
+		option.WithBaseURL(cfg.BaseURL + "/"),
+		option.WithHTTPClient(a.http),
+		option.WithMaxRetries(0), // upstream.Retry is the one retry loop
+		option.WithHeader("Accept", "text/event-stream"),
+		option.WithHeader("Anthropic-Version", anthropicVersion),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			return up.Exchange(r, next, "Request-Id")
+		}),
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+	return sdk.NewClient(opts...)
+}
+
+// messagesPath is the endpoint under base, which is the API root
 // (https://api.anthropic.com) or, as some users and tools write it,
 // already ends in /v1.
-func messagesURL(base string) string {
+func messagesPath(base string) string {
 	if strings.HasSuffix(base, "/v1") {
-		return base + "/messages"
+		return "messages"
 	}
-	return base + "/v1/messages"
+	return "v1/messages"
+}
+
+// attempt is one request: the SDK posts body and decodes the events into
+// its event type.
+func (a *anthropic) attempt(ctx context.Context, client sdk.Client, baseURL string, body []byte, s *provider.Stream) error {
+	var resp *http.Response
+	if err := client.Post(ctx, messagesPath(baseURL), json.RawMessage(body), &resp); err != nil {
+		if _, ok := uerr.As(err); ok {
+			return err // an HTTP failure, classified by up.Exchange
+		}
+		return up.TransportError(ctx, err, baseURL, false)
+	}
+	ev := &events{dec: ssestream.NewDecoder(resp), body: resp.Body}
+	stream := ssestream.NewStream[sdk.MessageStreamEventUnion](ev, nil)
+	defer stream.Close()
+	d := &decoder{s: s, blocks: map[int64]*openBlock{}, requestID: resp.Header.Get("Request-Id")}
+	for stream.Next() {
+		end, err := d.event(stream.Current())
+		if err != nil {
+			return err
+		}
+		if end {
+			ev.done = true
+			return nil
+		}
+	}
+	err := stream.Err()
+	switch {
+	case ev.errData != nil:
+		return d.streamError(ev.errData)
+	case err == nil:
+		return provider.NewError(provider.CodeStreamIncomplete, "Anthropic's stream ended before the answer was complete",
+			"the connection closed without message_stop", "retry the turn", provider.RetryInfo{Retryable: !s.DeliveredToolCall()})
+	case ev.dec.Err() != nil:
+		return up.TransportError(ctx, ev.dec.Err(), baseURL, s.Delivered())
+	}
+	return malformed(fmt.Sprintf("an event is not JSON (%s)", upstream.Clean(err.Error(), 200)))
+}
+
+// events is the SDK's event-stream decoder, keeping the data of an error
+// event (the SDK's stream reports it only as text).
+type events struct {
+	dec     ssestream.Decoder
+	body    io.ReadCloser
+	errData []byte
+	done    bool
+}
+
+func (e *events) Next() bool {
+	if !e.dec.Next() {
+		return false
+	}
+	if ev := e.dec.Event(); ev.Type == "error" {
+		e.errData = bytes.TrimSpace(ev.Data)
+	}
+	return true
+}
+
+func (e *events) Event() ssestream.Event { return e.dec.Event() }
+func (e *events) Err() error            { return e.dec.Err() }
+
+// Close drains what follows message_stop so the connection (a tunnel
+// through the kernel's proxy) is reused, then closes the body.
+func (e *events) Close() error {
+	if e.done {
+		upstream.Drain(e.body)
+	}
+	return e.dec.Close()
 }
 
 // ---- the stream ----
-
-type wireUsage struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-}
-
-type streamEvent struct {
-	Type    string `json:"type"`
-	Message *struct {
-		ID    string     `json:"id"`
-		Model string     `json:"model"`
-		Usage *wireUsage `json:"usage"`
-	} `json:"message"`
-	Index        *int `json:"index"`
-	ContentBlock *struct {
-		Type     string          `json:"type"`
-		ID       string          `json:"id"`
-		Name     string          `json:"name"`
-		Text     string          `json:"text"`
-		Thinking string          `json:"thinking"`
-		Input    json.RawMessage `json:"input"`
-		Data     string          `json:"data"`
-	} `json:"content_block"`
-	Delta *struct {
-		Type        string  `json:"type"`
-		Text        string  `json:"text"`
-		PartialJSON string  `json:"partial_json"`
-		Thinking    string  `json:"thinking"`
-		Signature   string  `json:"signature"`
-		StopReason  *string `json:"stop_reason"`
-	} `json:"delta"`
-	Usage *wireUsage         `json:"usage"`
-	Error *upstream.APIError `json:"error"`
-}
 
 type openBlock struct {
 	kind      string // text, thinking, tool_use, other
@@ -188,7 +227,7 @@ type openBlock struct {
 
 type decoder struct {
 	s         *provider.Stream
-	blocks    map[int]*openBlock
+	blocks    map[int64]*openBlock
 	usage     provider.Usage
 	stop      string
 	model     string
@@ -200,103 +239,86 @@ func malformed(why string) error {
 	return provider.NewError(provider.CodeStreamMalformed, "Anthropic sent an answer fluffy cannot read", why, "retry the turn", provider.RetryInfo{})
 }
 
-func (d *decoder) run(ctx context.Context, body io.Reader) error {
-	r := upstream.NewSSEReader(body)
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return provider.NewError(provider.CodeStreamIncomplete, "Anthropic's stream ended before the answer was complete",
-					"the connection closed without message_stop", "retry the turn", provider.RetryInfo{Retryable: !d.s.DeliveredToolCall()})
-			}
-			return up.TransportError(ctx, err, "", d.s.Delivered())
-		}
-		data := bytes.TrimSpace(ev.Data)
-		if len(data) == 0 {
-			continue
-		}
-		var e streamEvent
-		if err := json.Unmarshal(data, &e); err != nil {
-			return malformed(fmt.Sprintf("a %s event is not JSON (%v): %s", upstream.Clean(ev.Event, 40), err, upstream.Clean(string(data), 200)))
-		}
-		if e.Type == "" {
-			e.Type = ev.Event
-		}
-		end, err := d.event(e)
-		if err != nil || end {
-			return err
-		}
+func (d *decoder) streamError(data []byte) error {
+	ae, _ := upstream.DecodeAPIError(data)
+	if ae.Message == "" && ae.Type == "" {
+		ae.Message = string(data)
 	}
+	return up.Classify(0, ae.Type, ae.CodeString(), ae.Message, provider.RetryInfo{UpstreamRequestID: upstream.Clean(d.requestID, 200)})
 }
 
-func (d *decoder) setUsage(u *wireUsage) {
-	if u == nil {
-		return
-	}
-	if u.InputTokens != nil {
-		d.usage.InputTokens = *u.InputTokens
-	}
-	if u.OutputTokens != nil {
-		d.usage.OutputTokens = *u.OutputTokens // cumulative
-	}
-	if u.CacheCreationInputTokens != nil {
-		d.usage.CacheWriteTokens = *u.CacheCreationInputTokens
-	}
-	if u.CacheReadInputTokens != nil {
-		d.usage.CacheReadTokens = *u.CacheReadInputTokens
+// usageField is one token count of the SDK's usage with its presence.
+type usageField struct {
+	v   int64
+	set bool
+}
+
+// setUsage applies the counts present (output_tokens is cumulative).
+func (d *decoder) setUsage(input, output, cacheWrite, cacheRead usageField) {
+	for _, f := range []struct {
+		u   usageField
+		dst *int64
+	}{{input, &d.usage.InputTokens}, {output, &d.usage.OutputTokens}, {cacheWrite, &d.usage.CacheWriteTokens}, {cacheRead, &d.usage.CacheReadTokens}} {
+		if f.u.set {
+			*f.dst = f.u.v
+		}
 	}
 	d.s.SetUsage(d.usage)
 }
 
-func (d *decoder) event(e streamEvent) (bool, error) {
+func (d *decoder) event(e sdk.MessageStreamEventUnion) (bool, error) {
 	switch e.Type {
-	case "ping":
-	case "error":
-		var ae upstream.APIError
-		if e.Error != nil {
-			ae = *e.Error
-		}
-		return true, up.Classify(0, ae.Type, ae.CodeString(), ae.Message, provider.RetryInfo{UpstreamRequestID: upstream.Clean(d.requestID, 200)})
 	case "message_start":
-		if e.Message == nil {
+		if !e.JSON.Message.Valid() {
 			return true, malformed("message_start without a message")
 		}
-		d.started, d.model = true, e.Message.Model
-		d.setUsage(e.Message.Usage)
+		m := e.Message
+		d.started, d.model = true, string(m.Model)
+		if m.JSON.Usage.Valid() {
+			u := m.Usage
+			d.setUsage(usageField{u.InputTokens, u.JSON.InputTokens.Valid()}, usageField{u.OutputTokens, u.JSON.OutputTokens.Valid()},
+				usageField{u.CacheCreationInputTokens, u.JSON.CacheCreationInputTokens.Valid()}, usageField{u.CacheReadInputTokens, u.JSON.CacheReadInputTokens.Valid()})
+		}
 	case "content_block_start":
-		if !d.started || e.Index == nil || e.ContentBlock == nil {
+		if !d.started || !e.JSON.Index.Valid() || !e.JSON.ContentBlock.Valid() {
 			return true, malformed("content_block_start before message_start or without index and block")
 		}
-		return false, d.blockStart(*e.Index, e)
+		return false, d.blockStart(e.Index, e.ContentBlock)
 	case "content_block_delta":
-		if e.Index == nil || e.Delta == nil || d.blocks[*e.Index] == nil {
+		b := d.blocks[e.Index]
+		if !e.JSON.Index.Valid() || !e.JSON.Delta.Valid() || b == nil {
 			return true, malformed("content_block_delta for a block that is not open")
 		}
-		return false, d.blockDelta(d.blocks[*e.Index], e)
+		return false, d.blockDelta(b, e.Delta)
 	case "content_block_stop":
-		if e.Index == nil || d.blocks[*e.Index] == nil {
+		b := d.blocks[e.Index]
+		if !e.JSON.Index.Valid() || b == nil {
 			return true, malformed("content_block_stop for a block that is not open")
 		}
-		b := d.blocks[*e.Index]
-		delete(d.blocks, *e.Index)
+		delete(d.blocks, e.Index)
 		return false, d.blockStop(b)
 	case "message_delta":
-		if e.Delta != nil && e.Delta.StopReason != nil {
-			d.stop = *e.Delta.StopReason
+		if e.Delta.StopReason != "" {
+			d.stop = string(e.Delta.StopReason)
 		}
-		d.setUsage(e.Usage)
+		if e.JSON.Usage.Valid() {
+			u := e.Usage
+			d.setUsage(usageField{u.InputTokens, u.JSON.InputTokens.Valid()}, usageField{u.OutputTokens, u.JSON.OutputTokens.Valid()},
+				usageField{u.CacheCreationInputTokens, u.JSON.CacheCreationInputTokens.Valid()}, usageField{u.CacheReadInputTokens, u.JSON.CacheReadInputTokens.Valid()})
+		}
 	case "message_stop":
 		if !d.started {
 			return true, malformed("message_stop before message_start")
 		}
 		return true, d.finish()
 	}
-	// Unknown event types are ignored, as the API's versioning asks.
+	// ping and error events never reach here (the SDK's stream skips the
+	// one and ends at the other); unknown types are ignored, as the API's
+	// versioning asks.
 	return false, nil
 }
 
-func (d *decoder) blockStart(idx int, e streamEvent) error {
-	cb := e.ContentBlock
+func (d *decoder) blockStart(idx int64, cb sdk.ContentBlockStartEventContentBlockUnion) error {
 	b := &openBlock{kind: cb.Type}
 	d.blocks[idx] = b
 	switch cb.Type {
@@ -309,15 +331,14 @@ func (d *decoder) blockStart(idx int, e streamEvent) error {
 		return d.s.EndReasoning("", []byte(cb.Data))
 	case "tool_use":
 		id, err := d.s.StartCall(cb.ID, cb.Name)
-		b.callID, b.input = id, cb.Input
+		b.callID, b.input = id, json.RawMessage(cb.JSON.Input.Raw())
 		return err
 	}
 	b.kind = "other"
 	return nil
 }
 
-func (d *decoder) blockDelta(b *openBlock, e streamEvent) error {
-	dl := e.Delta
+func (d *decoder) blockDelta(b *openBlock, dl sdk.MessageStreamEventUnionDelta) error {
 	switch dl.Type {
 	case "text_delta":
 		return d.s.Text(dl.Text)

@@ -11,6 +11,11 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
@@ -80,7 +85,9 @@ func (o *openai) Models(context.Context) ([]provider.ModelInfo, error) {
 	return []provider.ModelInfo{{ID: c.Model, Tools: true, ParallelToolCalls: true}}, nil
 }
 
-// Chat streams one turn. Errors are returned (the go-plugin shim sends
+// Chat streams one turn through the official SDK (its request execution,
+// event-stream decoder and chunk type), retrying with upstream.Retry what
+// failed before any output. Errors are returned (the go-plugin shim sends
 // them as the turn's error event); cancelling ctx closes the request.
 func (o *openai) Chat(ctx context.Context, req provider.ChatRequest, send func(provider.Event) error) error {
 	cfg, err := o.config()
@@ -99,76 +106,117 @@ func (o *openai) Chat(ctx context.Context, req provider.ChatRequest, send func(p
 	if err != nil {
 		return fmt.Errorf("encode the request: %w", err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.BaseURL+"/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return up.TransportError(ctx, err, cfg.BaseURL, false)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	if cfg.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+cfg.APIKey)
-	}
-	resp, err := o.http.Do(hreq)
-	if err != nil {
-		return up.TransportError(ctx, err, cfg.BaseURL, false)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return up.HTTPError(resp, "X-Request-Id")
-	}
-	s := provider.NewStream(send, req.RequestID, names)
-	d := &decoder{s: s, slots: map[int]*slot{}, requestID: resp.Header.Get("X-Request-Id")}
-	err = d.run(ctx, resp.Body)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	client := o.client(cfg)
+	return cfg.Retry.Retry(ctx, o.log, func() (bool, error) {
+		s := provider.NewStream(send, req.RequestID, names)
+		err := o.attempt(ctx, client, cfg.BaseURL, body, s)
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err()
 		}
-		return err
+		return s.Delivered(), err
+	})
+}
+
+// client is the SDK client for cfg. It is built from options alone, never
+// with oa.NewClient, which would read OPENAI_API_KEY, OPENAI_BASE_URL and
+// more from the environment: the key comes from Configure only.
+func (o *openai) client(cfg upstream.Config) oa.Client {
+	opts := []option.RequestOption{
+		option.WithBaseURL(cfg.BaseURL + "/"),
+		option.WithHTTPClient(o.http),
+		option.WithMaxRetries(0), // upstream.Retry is the one retry loop
+		option.WithHeader("Accept", "text/event-stream"),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			return up.Exchange(r, next, "X-Request-Id")
+		}),
 	}
-	upstream.Drain(resp.Body)
-	return nil
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithHeader("Authorization", "Bearer "+cfg.APIKey))
+	}
+	return oa.Client{Options: opts}
+}
+
+// attempt is one request: the SDK posts body and decodes the event stream
+// into its chunk type; the decoder below reads what that type loses from
+// each chunk's raw JSON.
+func (o *openai) attempt(ctx context.Context, client oa.Client, baseURL string, body []byte, s *provider.Stream) error {
+	var resp *http.Response
+	if err := client.Post(ctx, "chat/completions", json.RawMessage(body), &resp); err != nil {
+		if _, ok := uerr.As(err); ok {
+			return err // an HTTP failure, classified by up.Exchange
+		}
+		return up.TransportError(ctx, err, baseURL, false)
+	}
+	ev := &events{dec: ssestream.NewDecoder(resp), body: resp.Body}
+	stream := ssestream.NewStream[oa.ChatCompletionChunk](ev, nil)
+	defer stream.Close()
+	d := &decoder{s: s, slots: map[int64]*slot{}, requestID: resp.Header.Get("X-Request-Id")}
+	for stream.Next() {
+		if err := d.chunk(stream.Current()); err != nil {
+			return err
+		}
+	}
+	err := stream.Err()
+	var se *ssestream.StreamError
+	switch {
+	case err == nil && ev.done:
+		return d.done()
+	case err == nil:
+		// The SDK ends quietly when the connection closes without
+		// [DONE]; the answer may be cut anywhere.
+		return provider.NewError(provider.CodeStreamIncomplete, "OpenAI's stream ended before the answer was complete",
+			"the connection closed without the final data: [DONE]", "retry the turn", provider.RetryInfo{Retryable: !s.DeliveredToolCall()})
+	case errors.As(err, &se):
+		return d.streamError(se.Event.Data)
+	case ev.dec.Err() != nil:
+		return up.TransportError(ctx, ev.dec.Err(), baseURL, s.Delivered())
+	}
+	return malformed(fmt.Sprintf("a data line is not a JSON chunk (%s)", upstream.Clean(err.Error(), 200)))
+}
+
+// events is the SDK's event-stream decoder with what the SDK's stream
+// does not say: whether data: [DONE] arrived (done). It also makes the
+// SDK see every error the issue lists: an `event: error` whose data has
+// no "error" field is wrapped in one, and an "error": null on an ordinary
+// chunk (which the SDK would take for an error) is dropped.
+type events struct {
+	dec  ssestream.Decoder
+	body io.ReadCloser
+	done bool
+	cur  ssestream.Event
+}
+
+func (e *events) Next() bool {
+	if !e.dec.Next() {
+		return false
+	}
+	e.cur = e.dec.Event()
+	data := bytes.TrimSpace(e.cur.Data)
+	if bytes.HasPrefix(data, []byte("[DONE]")) {
+		e.done = true
+	}
+	switch field := gjson.GetBytes(data, "error"); {
+	case e.cur.Type == "error" && !field.Exists():
+		e.cur.Data = append(append([]byte(`{"error":`), data...), '}')
+	case field.Type == gjson.Null:
+		e.cur.Data, _ = sjson.DeleteBytes(data, "error")
+	}
+	return true
+}
+
+func (e *events) Event() ssestream.Event { return e.cur }
+func (e *events) Err() error            { return e.dec.Err() }
+
+// Close drains what follows [DONE] so the connection (a tunnel through
+// the kernel's proxy) is reused, then closes the body.
+func (e *events) Close() error {
+	if e.done {
+		upstream.Drain(e.body)
+	}
+	return e.dec.Close()
 }
 
 // ---- the stream ----
-
-type chunkCall struct {
-	Index    *int   `json:"index"`
-	ID       string `json:"id"`
-	Function struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	} `json:"function"`
-}
-
-type chunkDelta struct {
-	Content          json.RawMessage `json:"content"`
-	ReasoningContent *string         `json:"reasoning_content"`
-	Reasoning        *string         `json:"reasoning"`
-	Refusal          *string         `json:"refusal"`
-	ToolCalls        []chunkCall     `json:"tool_calls"`
-}
-
-type chunkUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails *struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-}
-
-type chunk struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Index        int        `json:"index"`
-		Delta        chunkDelta `json:"delta"`
-		FinishReason *string    `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *chunkUsage        `json:"usage"`
-	Error *upstream.APIError `json:"error"`
-}
 
 // slot is the call at one tool_calls index.
 type slot struct {
@@ -180,7 +228,7 @@ type slot struct {
 
 type decoder struct {
 	s         *provider.Stream
-	slots     map[int]*slot
+	slots     map[int64]*slot
 	order     []*slot
 	finish    string
 	model     string
@@ -190,40 +238,6 @@ type decoder struct {
 func malformed(why string) error {
 	return provider.NewError(provider.CodeStreamMalformed, "OpenAI sent an answer fluffy cannot read", why,
 		"retry; if it persists with an OpenAI-compatible server, that server does not speak the Chat Completions stream format", provider.RetryInfo{})
-}
-
-func (d *decoder) run(ctx context.Context, body io.Reader) error {
-	r := upstream.NewSSEReader(body)
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return provider.NewError(provider.CodeStreamIncomplete, "OpenAI's stream ended before the answer was complete",
-					"the connection closed without the final data: [DONE]", "retry the turn", provider.RetryInfo{Retryable: !d.s.DeliveredToolCall()})
-			}
-			return up.TransportError(ctx, err, "", d.s.Delivered())
-		}
-		data := bytes.TrimSpace(ev.Data)
-		if ev.Event == "error" {
-			return d.streamError(data)
-		}
-		if len(data) == 0 {
-			continue
-		}
-		if string(data) == "[DONE]" {
-			return d.done()
-		}
-		var c chunk
-		if err := json.Unmarshal(data, &c); err != nil {
-			return malformed(fmt.Sprintf("a data line is not a JSON chunk (%v): %s", err, upstream.Clean(string(data), 200)))
-		}
-		if c.Error != nil {
-			return d.streamError(data)
-		}
-		if err := d.chunk(c); err != nil {
-			return err
-		}
-	}
 }
 
 func (d *decoder) streamError(data []byte) error {
@@ -237,20 +251,15 @@ func (d *decoder) streamError(data []byte) error {
 	return up.Classify(0, ae.Type, ae.CodeString(), ae.Message, provider.RetryInfo{UpstreamRequestID: upstream.Clean(d.requestID, 200)})
 }
 
-func (d *decoder) chunk(c chunk) error {
+// chunk takes the SDK's decoded chunk; usage is the last non-null one.
+func (d *decoder) chunk(c oa.ChatCompletionChunk) error {
 	if c.Model != "" {
 		d.model = c.Model
 	}
-	if c.Usage != nil {
-		u := provider.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
-		if c.Usage.PromptTokensDetails != nil {
-			u.CacheReadTokens = c.Usage.PromptTokensDetails.CachedTokens
-			u.InputTokens -= u.CacheReadTokens
-		}
-		if c.Usage.CompletionTokensDetails != nil {
-			u.ReasoningTokens = c.Usage.CompletionTokensDetails.ReasoningTokens
-		}
-		d.s.SetUsage(u)
+	if c.JSON.Usage.Valid() {
+		cached := c.Usage.PromptTokensDetails.CachedTokens
+		d.s.SetUsage(provider.Usage{InputTokens: c.Usage.PromptTokens - cached, OutputTokens: c.Usage.CompletionTokens,
+			CacheReadTokens: cached, ReasoningTokens: c.Usage.CompletionTokensDetails.ReasoningTokens})
 	}
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
@@ -259,28 +268,32 @@ func (d *decoder) chunk(c chunk) error {
 		if err := d.delta(ch.Delta); err != nil {
 			return err
 		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			d.finish = *ch.FinishReason
+		if ch.FinishReason != "" {
+			d.finish = ch.FinishReason
 		}
 	}
 	return nil
 }
 
-func (d *decoder) delta(dl chunkDelta) error {
-	for _, r := range []*string{dl.ReasoningContent, dl.Reasoning} {
-		if r != nil {
-			if err := d.s.Reasoning(*r); err != nil {
-				return err
+// delta reads the SDK's delta, and from its raw JSON what the SDK type
+// has no field for (reasoning_content, reasoning) or cannot hold (content
+// as a list of parts, arguments that are an object).
+func (d *decoder) delta(dl oa.ChatCompletionChunkChoiceDelta) error {
+	for _, k := range []string{"reasoning_content", "reasoning"} {
+		if f, ok := dl.JSON.ExtraFields[k]; ok {
+			var r string
+			if json.Unmarshal([]byte(f.Raw()), &r) == nil {
+				if err := d.s.Reasoning(r); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	if err := d.content(dl.Content); err != nil {
+	if err := d.content(json.RawMessage(dl.JSON.Content.Raw())); err != nil {
 		return err
 	}
-	if dl.Refusal != nil && *dl.Refusal != "" {
-		if err := d.s.Text(*dl.Refusal); err != nil {
-			return err
-		}
+	if err := d.s.Text(dl.Refusal); err != nil {
+		return err
 	}
 	for _, tc := range dl.ToolCalls {
 		if err := d.call(tc); err != nil {
@@ -337,11 +350,8 @@ func arguments(raw json.RawMessage) string {
 	return string(t)
 }
 
-func (d *decoder) call(tc chunkCall) error {
-	idx := 0
-	if tc.Index != nil {
-		idx = *tc.Index
-	}
+func (d *decoder) call(tc oa.ChatCompletionChunkChoiceDeltaToolCall) error {
+	idx := tc.Index // 0 when missing
 	sl := d.slots[idx]
 	// A new id at an occupied index is a new call.
 	if sl == nil || (tc.ID != "" && sl.upstreamID != "" && tc.ID != sl.upstreamID) {
@@ -352,7 +362,7 @@ func (d *decoder) call(tc chunkCall) error {
 	if sl.upstreamID == "" {
 		sl.upstreamID = tc.ID
 	}
-	frag := arguments(tc.Function.Arguments)
+	frag := arguments(json.RawMessage(tc.Function.JSON.Arguments.Raw()))
 	if sl.id == "" {
 		if tc.Function.Name == "" {
 			sl.pending.WriteString(frag)

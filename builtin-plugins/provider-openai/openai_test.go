@@ -30,7 +30,9 @@ var chatReq = provider.ChatRequest{RequestID: "turn-1", MaxTokens: 256, System: 
 	Tools:    []provider.ToolSpec{{Name: "fs.read", Description: "read a file", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)}}}
 
 func cfgJSON(t testing.TB, baseURL string) []byte {
-	b, err := json.Marshal(upstream.Config{BaseURL: baseURL, APIKey: testKey})
+	// Small bounded backoff: retried cases finish in milliseconds, and a
+	// retry-after over 100 ms is handed back instead of waited for.
+	b, err := json.Marshal(upstream.Config{BaseURL: baseURL, APIKey: testKey, Retry: upstream.RetryConfig{InitialMS: 5, MaxMS: 20, MaxWaitMS: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ type Config struct {
 	APIKey string `json:"api_key,omitempty"`
 	// Model is used when a request names none.
 	Model string `json:"model,omitempty"`
+	// Retry tunes the plugin's retries (defaults when absent).
+	Retry RetryConfig `json:"retry,omitempty"`
 }
 
 // String describes the config without the key.

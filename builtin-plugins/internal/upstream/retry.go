@@ -1,0 +1,90 @@
+package upstream
+
+import (
+	"context"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/plugins/provider"
+)
+
+// RetryConfig is the "retry" object of the Configure JSON. The SDKs' own
+// retries are off: this is the one retry mechanism of the provider
+// plugins.
+type RetryConfig struct {
+	// MaxRetries after the first attempt (default 2; 0 disables).
+	MaxRetries *int `json:"max_retries,omitempty"`
+	// InitialMS and MaxMS bound the jittered exponential backoff between
+	// attempts (defaults 500 ms and 8 s).
+	InitialMS int `json:"initial_ms,omitempty"`
+	MaxMS     int `json:"max_ms,omitempty"`
+	// MaxWaitMS is the longest retry-after the plugin waits itself
+	// (default 60 s); a longer one ends the turn with the error, whose
+	// RetryInfo.After carries the hint.
+	MaxWaitMS int `json:"max_wait_ms,omitempty"`
+}
+
+func (c RetryConfig) withDefaults() RetryConfig {
+	if c.MaxRetries == nil {
+		n := 2
+		c.MaxRetries = &n
+	}
+	if c.InitialMS <= 0 {
+		c.InitialMS = 500
+	}
+	if c.MaxMS <= 0 {
+		c.MaxMS = 8000
+	}
+	if c.MaxWaitMS <= 0 {
+		c.MaxWaitMS = 60000
+	}
+	return c
+}
+
+// Retry runs attempt until it succeeds or fails in a way that retrying
+// cannot fix. attempt reports whether it delivered any event: a turn that
+// delivered output (text, reasoning, a tool call) is never repeated. A
+// retryable failure (provider.RetryInfo.Retryable: 429 that is not a
+// quota, 5xx, 529, overloaded, a connection that failed before the first
+// byte; x-should-retry already folded in) waits the longer of the
+// jittered backoff and the upstream's retry-after.
+func (c RetryConfig) Retry(ctx context.Context, log hclog.Logger, attempt func() (delivered bool, err error)) error {
+	c = c.withDefaults()
+	exp := backoff.NewExponentialBackOff()
+	exp.InitialInterval = time.Duration(c.InitialMS) * time.Millisecond
+	exp.MaxInterval = time.Duration(c.MaxMS) * time.Millisecond
+	exp.RandomizationFactor = 0.5
+	exp.MaxElapsedTime = 0
+	exp.Reset()
+	b := backoff.WithMaxRetries(exp, uint64(max(*c.MaxRetries, 0)))
+	for n := 1; ; n++ {
+		delivered, err := attempt()
+		if err == nil || delivered || ctx.Err() != nil {
+			return err
+		}
+		ri := provider.RetryOf(err)
+		if !ri.Retryable {
+			return err
+		}
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return err
+		}
+		if ri.After > wait {
+			if ri.After > time.Duration(c.MaxWaitMS)*time.Millisecond {
+				return err
+			}
+			wait = ri.After
+		}
+		log.Warn("retrying the request", "attempt", n, "wait", wait, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
