@@ -204,7 +204,7 @@ func (e *events) Next() bool {
 }
 
 func (e *events) Event() ssestream.Event { return e.dec.Event() }
-func (e *events) Err() error            { return e.dec.Err() }
+func (e *events) Err() error             { return e.dec.Err() }
 
 // Close drains what follows message_stop so the connection (a tunnel
 // through the kernel's proxy) is reused, then closes the body.

@@ -205,7 +205,7 @@ func (e *events) Next() bool {
 }
 
 func (e *events) Event() ssestream.Event { return e.cur }
-func (e *events) Err() error            { return e.dec.Err() }
+func (e *events) Err() error             { return e.dec.Err() }
 
 // Close drains what follows [DONE] so the connection (a tunnel through
 // the kernel's proxy) is reused, then closes the body.
