@@ -332,3 +332,50 @@ func TestAnthropicInDockerSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAnthropicRetries: what is retried (counted at the fake) and what is
+// not, x-should-retry included, with the small backoff of cfgJSON.
+func TestAnthropicRetries(t *testing.T) {
+	ok := pt.AnthropicStream(0, pt.AnthropicStart(5, 0, 0), pt.AnthropicTextStart(0), pt.AnthropicText(0, "ok"), pt.AnthropicBlockStop(0), pt.AnthropicDelta("end_turn", 1), pt.AnthropicStop)
+	srv := pt.New()
+	defer srv.Close()
+	c := inProcess(t, srv)
+	for _, tc := range []struct {
+		name     string
+		scripts  []pt.Script
+		requests int
+		check    func(t *testing.T, o outcome)
+	}{
+		{"529 overloaded then success", []pt.Script{pt.AnthropicError(529, "overloaded_error", "Overloaded", nil), ok}, 2, nil},
+		{"429 with retry-after-ms then success", []pt.Script{pt.AnthropicError(429, "rate_limit_error", "rate limited", map[string]string{"Retry-After-Ms": "30"}), ok}, 2, nil},
+		{"x-should-retry true forces a retry of a 400", []pt.Script{pt.AnthropicError(400, "invalid_request_error", "try again", map[string]string{"X-Should-Retry": "true"}), ok}, 2, nil},
+		{"x-should-retry false forbids retrying a 529", []pt.Script{pt.AnthropicError(529, "overloaded_error", "Overloaded", map[string]string{"X-Should-Retry": "false"}), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeOverloaded, false, 529) }},
+		{"connection reset before the first byte", []pt.Script{{Reset: true}, ok}, 2, nil},
+		{"overloaded_error before any output is retried", []pt.Script{pt.AnthropicStream(0, pt.AnthropicStart(5, 0, 0), pt.AnthropicStreamError("overloaded_error", "Overloaded")), ok}, 2, nil},
+		{"never after a tool call was delivered", []pt.Script{pt.AnthropicStream(0, pt.AnthropicStart(5, 0, 0), pt.AnthropicToolStart(0, "toolu_a", "fs_read"), pt.AnthropicStreamError("overloaded_error", "Overloaded")), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeOverloaded, true, 0) }},
+		{"spend cap is not retried", []pt.Script{pt.AnthropicError(429, "rate_limit_error", "Your credit balance is too low; check your billing settings.", nil), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeQuota, false, 429) }},
+		{"403 is not retried", []pt.Script{pt.AnthropicError(403, "permission_error", "no access", nil), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeForbidden, false, 403) }},
+		{"prompt too long is not retried", []pt.Script{pt.AnthropicError(400, "invalid_request_error", "prompt is too long: 208553 tokens > 200000 maximum", nil), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeContextLength, false, 400) }},
+		{"500 every time: 1 + 2 retries", []pt.Script{pt.AnthropicError(500, "api_error", "Internal server error", nil)}, 3,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeUpstream, true, 500) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(srv.Requests())
+			srv.Play(tc.scripts...)
+			o := run(context.Background(), c, chatReq)
+			if n := len(srv.Requests()) - before; n != tc.requests {
+				t.Fatalf("%d requests, want %d (%v)", n, tc.requests, o.err)
+			}
+			if tc.check != nil {
+				tc.check(t, o)
+			} else if o.err != nil || o.res.Text != "ok" {
+				t.Fatalf("%+v %v", o.res, o.err)
+			}
+		})
+	}
+}

@@ -510,3 +510,58 @@ func TestRecordThenReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpenAIRetries: what is retried (counted at the fake) and what is
+// not, with the small backoff of cfgJSON.
+func TestOpenAIRetries(t *testing.T) {
+	ok := pt.Stream(0, pt.OpenAIRole, pt.OpenAIText("ok"), pt.OpenAIFinish("stop"), pt.OpenAIDone)
+	srv := pt.New()
+	defer srv.Close()
+	c := inProcess(t, srv)
+	for _, tc := range []struct {
+		name     string
+		scripts  []pt.Script
+		requests int
+		check    func(t *testing.T, o outcome)
+	}{
+		{"500 then success", []pt.Script{pt.OpenAIError(500, "server_error", "", "oops", nil), ok}, 2, nil},
+		{"429 with retry-after-ms then success", []pt.Script{pt.OpenAIError(429, "requests", "rate_limit_exceeded", "Rate limit reached", map[string]string{"Retry-After-Ms": "30"}), ok}, 2, nil},
+		{"503 then 502 then success", []pt.Script{pt.OpenAIError(503, "server_error", "", "busy", nil), pt.OpenAIError(502, "server_error", "", "bad gateway", nil), ok}, 3, nil},
+		{"connection reset before the first byte", []pt.Script{{Reset: true}, ok}, 2, nil},
+		{"500 every time: 1 + 2 retries", []pt.Script{pt.OpenAIError(500, "server_error", "", "oops", nil)}, 3,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeUpstream, true, 500) }},
+		{"429 insufficient_quota is not retried", []pt.Script{pt.OpenAIError(429, "insufficient_quota", "insufficient_quota", "You exceeded your current quota, please check your plan and billing details.", nil), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeQuota, false, 429) }},
+		{"retry-after beyond the longest wait is handed back", []pt.Script{pt.OpenAIError(429, "requests", "rate_limit_exceeded", "Rate limit reached", map[string]string{"Retry-After": "20"}), ok}, 1,
+			func(t *testing.T, o outcome) {
+				if ue := wantErr(t, o, provider.CodeRateLimited, true, 429); provider.RetryOf(ue).After != 20*time.Second {
+					t.Fatalf("after %v", provider.RetryOf(ue).After)
+				}
+			}},
+		{"401 is not retried", []pt.Script{pt.OpenAIError(401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided", nil), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeAuth, false, 401) }},
+		{"404 model is not retried", []pt.Script{pt.OpenAIError(404, "invalid_request_error", "model_not_found", "The model `gpt-9` does not exist or you do not have access to it.", nil), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeModelNotFound, false, 404) }},
+		{"context length is not retried", []pt.Script{pt.OpenAIError(400, "invalid_request_error", "context_length_exceeded", "This model's maximum context length is 128000 tokens.", nil), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeContextLength, false, 400) }},
+		{"never after a tool call was delivered", []pt.Script{pt.Stream(0, pt.OpenAICallStart(0, "call_a1", "fs_read"), pt.OpenAICallArgs(0, `{"path":`)), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeStreamIncomplete, false, 0) }},
+		{"never after text was delivered", []pt.Script{pt.Stream(0, pt.OpenAIRole, pt.OpenAIText("par"), "event: error\ndata: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n"), ok}, 1,
+			func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeUpstream, true, 0) }},
+		{"an error event before any output is retried", []pt.Script{pt.Stream(0, pt.OpenAIRole, "data: {\"error\":{\"message\":\"Rate limit exceeded\",\"type\":\"rate_limit_error\",\"code\":429}}\n\n"), ok}, 2, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(srv.Requests())
+			srv.Play(tc.scripts...)
+			o := run(context.Background(), c, chatReq)
+			if n := len(srv.Requests()) - before; n != tc.requests {
+				t.Fatalf("%d requests, want %d (%v)", n, tc.requests, o.err)
+			}
+			if tc.check != nil {
+				tc.check(t, o)
+			} else if o.err != nil || o.res.Text != "ok" {
+				t.Fatalf("%+v %v", o.res, o.err)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -16,6 +17,8 @@ type Script struct {
 	// Hang keeps the response open after the chunks until the client goes
 	// away (Server.Closed then receives).
 	Hang bool
+	// Reset drops the connection (TCP RST) before any byte of the answer.
+	Reset bool
 }
 
 // Request is what the server was asked.
@@ -84,6 +87,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.next++
 	}
 	s.mu.Unlock()
+	if sc.Reset {
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				if tc, ok := conn.(*net.TCPConn); ok {
+					_ = tc.SetLinger(0)
+				}
+				conn.Close()
+			}
+		}
+		return
+	}
 	if sc.Status == 0 {
 		sc.Status = http.StatusOK
 	}
