@@ -124,11 +124,11 @@ func conversation(t *testing.T, ctx context.Context, c provider.Client) {
 			t.Fatalf("turn %d replayed\n %s\nrecorded\n %s", i+1, gj, wj)
 		}
 	}
-	// Diverging: turn 2 with another tool result.
+	// Diverging: turn 2 answering another call.
 	bad := req2()
-	bad.Messages[len(bad.Messages)-1].Content = "package c"
+	bad.Messages[len(bad.Messages)-1].ToolCallID = "c7"
 	_, err := chat(ctx, c, bad)
-	if ue, ok := uerr.As(err); !ok || ue.Code != cassette.CodeMismatch || !strings.Contains(ue.What, "turn 2") || !strings.Contains(ue.Why, `"package c"`) {
+	if ue, ok := uerr.As(err); !ok || ue.Code != cassette.CodeMismatch || !strings.Contains(ue.What, "turn 2") || !strings.Contains(ue.Why, `call "c7"`) {
 		t.Fatalf("diverging request: %#v", err)
 	}
 	// Past the end.

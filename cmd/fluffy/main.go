@@ -136,6 +136,9 @@ func run(args []string, e *env) int {
 			"it looks like a mistyped command, not a task", fmt.Sprintf("did you mean `fluffy %s`? To run it as a task, write a sentence: fluffy \"...\"", near)))
 	}
 	if f.prompt == "" {
+		if f.record != "" {
+			return report(e, usageErr("fluffy", "--record needs a task: it records one task's model turns, the interactive shell does not record", `give the task on the command line: fluffy --record FILE "..."`))
+		}
 		return runREPL(e, f)
 	}
 	return runOneShot(e, f)
@@ -204,7 +207,7 @@ func usage(w io.Writer, cmds []command) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Task flags: --mode strict|explore|debug  --provider openai|anthropic|ollama|replay  --model NAME")
 	fmt.Fprintln(w, "            --yes (no terminal: merge what meets the auto-merge criteria; never answers a review)  --json (events as JSON lines)")
-	fmt.Fprintln(w, "            --l1 docker|none (where the kernel runs)  --project DIR")
+	fmt.Fprintln(w, "            --l1 docker|none (where the kernel runs)  --project DIR  --record FILE (write the model turns to a new cassette)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })

@@ -44,6 +44,9 @@ func newRenderer(w io.Writer, color, tty bool) *renderer {
 
 // Event renders one event.
 func (r *renderer) Event(ev agent.Event) {
+	if ev.Type == agent.EventRecorded {
+		return // cassette lines go to the --record file, not the screen
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ev.Type != agent.EventTextDelta && ev.Type != agent.EventReasoningDelta {

@@ -23,6 +23,7 @@ import (
 // taskFlags are the flags of `fluffy [flags] ["task"]`.
 type taskFlags struct {
 	mode, provider, model, l1, project string
+	record                             string
 	yes, json                          bool
 	prompt                             string
 }
@@ -37,9 +38,10 @@ func parseTaskFlags(args []string) (taskFlags, error) {
 	fs.StringVar(&f.project, "project", ".", "project directory")
 	fs.BoolVar(&f.yes, "yes", false, "without a terminal, merge a change that meets the auto-merge criteria (tests pass, nothing the policy sends to review, at most merge.auto_max_lines); never answers a review")
 	fs.BoolVar(&f.json, "json", false, "print the event stream as JSON lines (for scripts and CI)")
+	fs.StringVar(&f.record, "record", "", "write the task's model turns to a new cassette FILE (mode 0600, no secrets) that provider-replay plays back offline")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return f, usageErr("fluffy", err.Error(), `usage: fluffy [--mode M] [--provider P] [--model M] [--yes] [--json] [--l1 docker|none] ["task"]`)
+		return f, usageErr("fluffy", err.Error(), `usage: fluffy [--mode M] [--provider P] [--model M] [--yes] [--json] [--record FILE] [--l1 docker|none] ["task"]`)
 	}
 	f.prompt = strings.TrimSpace(strings.Join(pos, " "))
 	return f, nil
@@ -230,9 +232,24 @@ func runOneShot(e *env, f taskFlags) int {
 			fmt.Fprintf(e.stderr, "  %s…\n", s)
 		}
 	}
+	var rec *cassetteFile
+	if f.record != "" {
+		var err error
+		if rec, err = createCassette(f.record); err != nil {
+			return report(e, err)
+		}
+		defer func() {
+			if msg := rec.close(); msg != "" {
+				fmt.Fprintln(e.stderr, msg)
+			}
+		}()
+	}
 	s, err := openSession(ctx, e, f, progress)
 	if err != nil {
 		return report(e, err)
+	}
+	if rec != nil {
+		rec.header(Version, s.cfg.String("provider"), s.cfg.String("model"))
 	}
 	// Stop supervising before the connection closes, or the supervisor
 	// takes the closed connection for a dead kernel and restarts it.
@@ -250,12 +267,22 @@ func runOneShot(e *env, f taskFlags) int {
 		render = r.Event
 		defer r.Close()
 	}
+	if rec != nil {
+		shown := render
+		render = func(ev agent.Event) {
+			if ev.Type == agent.EventRecorded {
+				rec.add(ev.Recorded)
+				return
+			}
+			shown(ev)
+		}
+	}
 	interactive := e.isTTY && !f.json
 	var rev reviewer
 	if interactive {
 		rev = lineReviewer{in: bufio.NewReader(e.stdin), out: e.stdout}
 	}
-	done, err := s.runTask(ctx, daemon.TaskParams{Prompt: f.prompt, Mode: f.mode, Provider: s.cfg.String("provider"), Model: s.cfg.String("model"), Yes: f.yes, Interactive: interactive}, render, rev)
+	done, err := s.runTask(ctx, daemon.TaskParams{Prompt: f.prompt, Mode: f.mode, Provider: s.cfg.String("provider"), Model: s.cfg.String("model"), Yes: f.yes, Interactive: interactive, Record: rec != nil}, render, rev)
 	select {
 	case ferr := <-fatal:
 		return report(e, ferr)

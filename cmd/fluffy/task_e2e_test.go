@@ -3,13 +3,16 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
 )
 
 // demoProject copies examples/parseconfig into a fresh git repository and
@@ -61,7 +64,8 @@ func TestOneShotTaskFromTheCLI(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
 	ws := demoProject(t, fluffy, home, "../../examples/cassettes/parseconfig.jsonl")
-	cmd := exec.Command(fluffy, "--json", "--yes", "--l1", "none", "add error handling to parseConfig")
+	recFile := filepath.Join(t.TempDir(), "run.jsonl")
+	cmd := exec.Command(fluffy, "--json", "--yes", "--l1", "none", "--record", recFile, "add error handling to parseConfig")
 	cmd.Dir = ws
 	cmd.Env = append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_RUNTIME_ADAPTER="+filepath.Join(filepath.Dir(fluffy), "plugins", "runtime-docker", "runtime-docker"))
 	var stderr strings.Builder
@@ -87,10 +91,37 @@ func TestOneShotTaskFromTheCLI(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			t.Fatalf("stdout line is not a JSON event: %q", sc.Text())
 		}
+		if ev.Type == agent.EventRecorded {
+			t.Fatalf("a recorded turn reached stdout: %s", sc.Text())
+		}
 		last, n = ev, n+1
 	}
 	if code != 0 || last.Type != agent.EventDone || last.Done == nil || last.Done.Status != agent.StatusDone {
 		t.Fatalf("exit %d, %d events, last %+v\nstderr:\n%s", code, n, last, stderr.String())
+	}
+	// --record wrote a private cassette holding the turns the model
+	// (here the replayed one) answered, event for event.
+	fi, err := os.Stat(recFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("recording: %v %v\nstderr:\n%s", fi, err, stderr.String())
+	}
+	recData, _ := os.ReadFile(recFile)
+	got, err := cassette.Parse(strings.NewReader(string(recData)))
+	if err != nil || !strings.HasPrefix(string(recData), "# recorded by fluffy") {
+		t.Fatalf("the recording is not a cassette: %v\n%.500s", err, recData)
+	}
+	origData, _ := os.ReadFile("../../examples/cassettes/parseconfig.jsonl")
+	orig, err := cassette.Parse(strings.NewReader(string(origData)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Turns) != len(orig.Turns) || !strings.Contains(stderr.String(), fmt.Sprintf("recorded %d turn(s)", len(orig.Turns))) {
+		t.Fatalf("recorded %d turns of %d\nstderr:\n%s", len(got.Turns), len(orig.Turns), stderr.String())
+	}
+	for i := range orig.Turns {
+		if !reflect.DeepEqual(got.Turns[i].Events, orig.Turns[i].Events) || got.Turns[i].RequestSHA256 == "" {
+			t.Fatalf("turn %d recorded differently:\n%+v\nwant\n%+v", i+1, got.Turns[i], orig.Turns[i].Events)
+		}
 	}
 	g := exec.Command("git", "log", "--oneline")
 	g.Dir = ws

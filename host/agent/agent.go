@@ -97,6 +97,10 @@ func (a *Agent) Summaries() int {
 	return a.h.summaries
 }
 
+// Emit adds an event of the kernel's own (a recorded turn) to the task's
+// one ordered stream, numbered like the agent's.
+func (a *Agent) Emit(ev Event) { a.emit(ev) }
+
 func (a *Agent) emit(ev Event) {
 	a.emitMu.Lock()
 	defer a.emitMu.Unlock()

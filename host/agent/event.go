@@ -26,6 +26,9 @@ const (
 	EventNotice          = "notice" // kernel information for the user (progress, warnings)
 	EventError           = "error"  // a problem the task survives (a retried turn, a refused call)
 	EventDone            = "done"   // always the last event of a task
+	// EventRecorded carries one cassette line (Recorded) of a task run
+	// with recording on: the client writes it to the --record file.
+	EventRecorded = "recorded_turn"
 )
 
 // Done statuses and the one-shot exit codes they map to.
@@ -68,6 +71,8 @@ type Event struct {
 	Usage  *provider.Usage `json:"usage,omitempty"`
 	Error  *uerr.Error     `json:"error,omitempty"`
 	Done   *DoneEvent      `json:"done,omitempty"`
+	// Recorded: recorded_turn, one cassette line (JSON, no newline).
+	Recorded json.RawMessage `json:"recorded,omitempty"`
 }
 
 // ToolEvent describes one tool call through its life.

@@ -47,6 +47,9 @@ type TaskParams struct {
 	// it (and without Yes) a needed review stops the task with a clear
 	// message instead of waiting.
 	Interactive bool `json:"interactive,omitempty"`
+	// Record sends every provider turn as a recorded_turn event holding
+	// its cassette line (`fluffy --record FILE`).
+	Record bool `json:"record,omitempty"`
 }
 
 // AttachParams follow a session's task.

@@ -63,6 +63,9 @@ type TaskRequest struct {
 	// Provider (a provider plugin's name) and Model override the
 	// configured ones for this task (--provider, --model).
 	Provider, Model string
+	// Record turns every provider turn of the task into a cassette line,
+	// sent as a recorded_turn event (`fluffy --record FILE`).
+	Record bool
 }
 
 // Tasks runs the AI loop of the kernel's session: one task at a time,
@@ -84,8 +87,9 @@ type Tasks struct {
 	task        string
 	yes         bool
 	interactive bool
-	provider    string // this task's provider plugin
-	model       string // this task's model ("" = the provider's default)
+	provider    string    // this task's provider plugin
+	model       string    // this task's model ("" = the provider's default)
+	rec         *recorder // this task's recording (--record), nil when off
 	events      []agent.Event
 	subs        map[chan agent.Event]struct{}
 	reviews     map[string]pendingReview
@@ -206,6 +210,10 @@ func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)
 	}
 	t.running, t.cancel, t.task = true, cancel, req.Prompt
 	t.yes, t.interactive = req.Yes, req.Interactive
+	t.rec = nil
+	if req.Record {
+		t.rec = newRecorder(configSecrets(t.k.pluginConfig))
+	}
 	t.events = t.events[:0]
 	ch := make(chan agent.Event, 4096)
 	t.subs[ch] = struct{}{}

@@ -130,6 +130,18 @@ func (e *events) add(ev agent.Event) {
 	e.mu.Unlock()
 }
 
+// recorded is the task's cassette: its recorded_turn lines.
+func (e *events) recorded() string {
+	var b strings.Builder
+	for _, ev := range e.all {
+		if ev.Type == agent.EventRecorded {
+			b.Write(ev.Recorded)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
 func (e *events) states() []string {
 	var out []string
 	for _, ev := range e.all {
@@ -322,7 +334,7 @@ func TestStrictTaskWithOpenAI(t *testing.T) {
 	var ev events
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig", Yes: true}, ev.add)
+	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig", Yes: true, Record: true}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +357,32 @@ func TestStrictTaskWithOpenAI(t *testing.T) {
 	// fed them back in OpenAI's shape.
 	if !strings.Contains(string(reqs[1].Body), `"role":"tool"`) {
 		t.Fatalf("the second request has no tool results:\n%.2000s", reqs[1].Body)
+	}
+
+	// --record: every turn became a cassette line, without the key; the
+	// cassette replays the task offline, and recording the replay gives
+	// the same cassette byte for byte.
+	recorded := ev.recorded()
+	if strings.Count(recorded, "\n") != len(reqs) {
+		t.Fatalf("%d turns recorded for %d requests", strings.Count(recorded, "\n"), len(reqs))
+	}
+	if strings.Contains(recorded, "sk-test-not-a-real-key") {
+		t.Fatal("the API key is in the cassette")
+	}
+	file := filepath.Join(t.TempDir(), "recorded.jsonl")
+	if err := os.WriteFile(file, []byte(recorded), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, replayTasks, ws2 := taskKernel(t, file)
+	var ev2 events
+	done2, err := replayTasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig", Yes: true, Record: true}, ev2.add)
+	if err != nil || done2.Status != agent.StatusDone {
+		t.Fatalf("replaying the recording: %v %+v\ntools: %v", err, done2, ev2.tools())
+	}
+	if again := ev2.recorded(); again != recorded {
+		t.Fatalf("the replay's recording differs from the original:\n%s\n---\n%s", again, recorded)
+	}
+	if src, _ := os.ReadFile(filepath.Join(ws2, "src", "config.go")); !strings.Contains(string(src), "unknown key") {
+		t.Fatal("the replayed change was not merged")
 	}
 }

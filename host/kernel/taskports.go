@@ -46,13 +46,26 @@ func (p providerModel) Chat(ctx context.Context, req provider.ChatRequest, onEve
 	if model != "" {
 		req.Model = model
 	}
-	return p.t.k.Plugins.Use(ctx, name, base.KindProvider, func(ctx context.Context, c any) error {
+	rec := p.t.recording()
+	var events []provider.Event
+	if rec != nil {
+		inner := onEvent
+		onEvent = func(e provider.Event) {
+			events = append(events, e)
+			inner(e)
+		}
+	}
+	err := p.t.k.Plugins.Use(ctx, name, base.KindProvider, func(ctx context.Context, c any) error {
 		pc, ok := c.(provider.Client)
 		if !ok {
 			return fmt.Errorf("plugin %s did not dispense a provider client", name)
 		}
 		return pc.Chat(ctx, req, onEvent)
 	})
+	if rec != nil && err == nil {
+		p.t.record(rec, req, events)
+	}
+	return err
 }
 
 // workflow is agent.Workflow over the session's machine.

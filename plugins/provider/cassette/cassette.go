@@ -68,25 +68,41 @@ func TurnOf(req provider.ChatRequest) int {
 	return n
 }
 
-// RequestHash hashes what identifies a request's turn: the role, tool call
-// id and content of its last message (the user's prompt or the last tool
-// result). "" for a request without messages.
+// RequestHash hashes what identifies a request's turn: the role and tool
+// call id of its last message and, unless it is a tool result, its content
+// (the user's prompt, a nudge). A tool result's content is left out: a
+// recorded session's test output carries timings and differs on every
+// run, while the call it answers does not. "" for a request without
+// messages.
 func RequestHash(req provider.ChatRequest) string {
 	if len(req.Messages) == 0 {
 		return ""
 	}
 	m := req.Messages[len(req.Messages)-1]
+	content := m.Content
+	if m.Role == provider.RoleTool {
+		content = fmt.Sprintf("is_error=%t", m.IsError)
+	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s", m.Role, m.ToolCallID, m.Content)
+	fmt.Fprintf(h, "%s\x00%s\x00%s", m.Role, m.ToolCallID, content)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// describe is a short, printable description of a request's last message.
+// describe is a short, printable description of a request's last message:
+// what RequestHash covers, so a recording describes a turn the same way on
+// every run.
 func describe(req provider.ChatRequest) string {
 	if len(req.Messages) == 0 {
 		return "no messages"
 	}
 	m := req.Messages[len(req.Messages)-1]
+	if m.Role == provider.RoleTool {
+		s := "tool result for call " + Shorten(m.ToolCallID, 40)
+		if m.IsError {
+			s += " (an error)"
+		}
+		return s
+	}
 	return m.Role + " message " + Shorten(m.Content, 80)
 }
 

@@ -72,10 +72,10 @@ func TestWriteThenParseRoundTrip(t *testing.T) {
 	}
 	// A diverging request names the turn and what it got.
 	bad := req2
-	bad.Messages = append(append([]provider.Message(nil), req2.Messages[:2]...), provider.Message{Role: provider.RoleTool, ToolCallID: "c1", Content: "package b\x1b[2J"})
+	bad.Messages = append(append([]provider.Message(nil), req2.Messages[:2]...), provider.Message{Role: provider.RoleTool, ToolCallID: "c9\x1b[2J", Content: "package b"})
 	_, err = c.Match(bad)
 	ue, ok := uerr.As(err)
-	if !ok || ue.Code != CodeMismatch || !strings.Contains(ue.What, "turn 2") || !strings.Contains(ue.Why, `package b\x1b[2J`) {
+	if !ok || ue.Code != CodeMismatch || !strings.Contains(ue.What, "turn 2") || !strings.Contains(ue.Why, `c9\x1b[2J`) {
 		t.Fatalf("mismatch: %#v", err)
 	}
 	// An unfinished turn is not recorded.
@@ -127,5 +127,58 @@ func TestTurnOfCountsAssistantMessages(t *testing.T) {
 	}
 	if RequestHash(req) == RequestHash(provider.ChatRequest{Messages: []provider.Message{user("c")}}) {
 		t.Fatal("different last messages hash the same")
+	}
+}
+
+// A recorded session replays although its test output (timings) differs
+// from run to run: a tool result is identified by the call it answers, a
+// prompt by its text.
+func TestRequestHashIgnoresToolOutputButNotPrompts(t *testing.T) {
+	tool := func(id, content string, isErr bool) provider.ChatRequest {
+		return provider.ChatRequest{Messages: []provider.Message{user("task"), {Role: provider.RoleAssistant}, {Role: provider.RoleTool, ToolCallID: id, Content: content, IsError: isErr}}}
+	}
+	cases := []struct {
+		name string
+		a, b provider.ChatRequest
+		same bool
+	}{
+		{"test timings differ", tool("c1", "ok example 0.003s", false), tool("c1", "ok example 0.005s", false), true},
+		{"another call", tool("c1", "x", false), tool("c2", "x", false), false},
+		{"error vs result", tool("c1", "x", false), tool("c1", "x", true), false},
+		{"another prompt", provider.ChatRequest{Messages: []provider.Message{user("a")}}, provider.ChatRequest{Messages: []provider.Message{user("b")}}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := RequestHash(c.a) == RequestHash(c.b); got != c.same {
+				t.Fatalf("same hash = %v, want %v", got, c.same)
+			}
+			if c.same && describe(c.a) != describe(c.b) {
+				t.Fatalf("descriptions differ: %q vs %q", describe(c.a), describe(c.b))
+			}
+		})
+	}
+}
+
+// Source code in a call's arguments (<, &, >, spaces after colons) reads
+// back as the same turn: what a Writer writes, Parse reads.
+func TestWriterKeepsSourceCodeArguments(t *testing.T) {
+	args := `{"path": "a.go", "content": "if a < b && c > d { return <-ch }"}`
+	evs := []provider.Event{
+		{ToolCallStart: &provider.ToolCallStart{CallID: "c1", Name: "fs.write"}},
+		{ToolCallDelta: &provider.ToolCallDelta{CallID: "c1", ArgumentsDelta: args[:20]}},
+		{ToolCallDelta: &provider.ToolCallDelta{CallID: "c1", ArgumentsDelta: args[20:]}},
+		{ToolCallEnd: &provider.ToolCallEnd{CallID: "c1", Name: "fs.write", Arguments: json.RawMessage(args)}},
+		{Done: &provider.Done{StopReason: provider.StopToolUse}},
+	}
+	var buf bytes.Buffer
+	if err := NewWriter(&buf).Add(provider.ChatRequest{Messages: []provider.Message{user("go")}}, evs); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(&buf)
+	if err != nil {
+		t.Fatalf("what the writer wrote does not parse: %v", err)
+	}
+	if got := string(c.Turns[0].Events[3].ToolCallEnd.Arguments); got != args {
+		t.Fatalf("arguments read back as %s", got)
 	}
 }

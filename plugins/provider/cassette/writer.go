@@ -1,6 +1,7 @@
 package cassette
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -47,11 +48,16 @@ func (w *Writer) AddTurn(req provider.ChatRequest, t Turn) error {
 	if err := checkTurn(t); err != nil {
 		return fmt.Errorf("cassette turn %d: %w", t.Turn, err)
 	}
-	b, err := json.Marshal(t)
-	if err != nil {
+	// No HTML escaping: encoding/json would write a raw argument's "<" as
+	// \u003c, and the arguments would no longer equal their deltas' text
+	// when the cassette is read back (source code is full of < and &).
+	var enc bytes.Buffer
+	je := json.NewEncoder(&enc)
+	je.SetEscapeHTML(false)
+	if err := je.Encode(t); err != nil {
 		return fmt.Errorf("cassette turn %d: %w", t.Turn, err)
 	}
-	b = append(b, '\n')
+	b := enc.Bytes()
 	if w.bytes+len(b) > MaxBytes || t.Turn > MaxTurns {
 		return fmt.Errorf("cassette turn %d: the cassette would exceed %d bytes or %d turns", t.Turn, MaxBytes, MaxTurns)
 	}
