@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"unicode"
 
@@ -191,14 +192,31 @@ func normalize(t *Turn) {
 			if b == nil || b.Len() == 0 || string(e.ToolCallEnd.Arguments) == b.String() {
 				continue
 			}
-			var x, y bytes.Buffer
-			if json.Compact(&x, e.ToolCallEnd.Arguments) == nil && json.Compact(&y, []byte(b.String())) == nil && x.String() == y.String() {
+			if sameJSON(e.ToolCallEnd.Arguments, []byte(b.String())) {
 				end := *e.ToolCallEnd
 				end.Arguments = json.RawMessage(b.String())
 				t.Events[i].ToolCallEnd = &end
 			}
 		}
 	}
+}
+
+// sameJSON reports whether a and b are one JSON value, however encoded:
+// compacted, re-indented, or with "<" written as \u003c by an encoder
+// that escapes HTML (encoding/json does, on every hop through JSON).
+func sameJSON(a, b []byte) bool {
+	decode := func(p []byte) (any, bool) {
+		d := json.NewDecoder(bytes.NewReader(p))
+		d.UseNumber()
+		var v any
+		if d.Decode(&v) != nil || d.More() {
+			return nil, false
+		}
+		return v, true
+	}
+	x, ok1 := decode(a)
+	y, ok2 := decode(b)
+	return ok1 && ok2 && reflect.DeepEqual(x, y)
 }
 
 func checkTurn(t Turn) error {

@@ -181,4 +181,17 @@ func TestWriterKeepsSourceCodeArguments(t *testing.T) {
 	if got := string(c.Turns[0].Events[3].ToolCallEnd.Arguments); got != args {
 		t.Fatalf("arguments read back as %s", got)
 	}
+	// A line that went through encoding/json once more (the kernel's IPC
+	// to the client writing --record) has < as \u003c: still the same turn.
+	line, _ := json.Marshal(Turn{Turn: 1, Events: evs})
+	if !bytes.Contains(line, []byte(`\u003c`)) {
+		t.Fatalf("the test needs an escaped line: %s", line)
+	}
+	c, err = Parse(bytes.NewReader(line))
+	if err != nil {
+		t.Fatalf("an HTML-escaped line does not parse: %v", err)
+	}
+	if got := string(c.Turns[0].Events[3].ToolCallEnd.Arguments); got != args {
+		t.Fatalf("escaped arguments read back as %s", got)
+	}
 }
