@@ -22,6 +22,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -79,11 +80,17 @@ func taskKernel(t *testing.T, cassette string) (*kernel.Kernel, *kernel.Tasks, s
 // providerKernel is taskKernel with any provider plugin and its config.
 func providerKernel(t *testing.T, providerName, model string, cfg []byte) (*kernel.Kernel, *kernel.Tasks, string) {
 	t.Helper()
+	return projectKernel(t, "../../examples/parseconfig", providerName, model, cfg)
+}
+
+// projectKernel opens a docker kernel on a fresh git copy of project src.
+func projectKernel(t *testing.T, src, providerName, model string, cfg []byte) (*kernel.Kernel, *kernel.Tasks, string) {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the end-to-end task tests need git on PATH")
 	}
 	ws := t.TempDir()
-	copyTree(t, "../../examples/parseconfig", ws)
+	copyTree(t, src, ws)
 	git(t, ws, "init", "-q", "-b", "main")
 	git(t, ws, "add", "-A")
 	git(t, ws, "commit", "-q", "-m", "parseconfig")
@@ -384,5 +391,117 @@ func TestStrictTaskWithOpenAI(t *testing.T) {
 	}
 	if src, _ := os.ReadFile(filepath.Join(ws2, "src", "config.go")); !strings.Contains(string(src), "unknown key") {
 		t.Fatal("the replayed change was not merged")
+	}
+}
+
+// scriptedCall is one tool call of a scripted model turn.
+type scriptedCall struct {
+	id, name string
+	args     map[string]any
+}
+
+// scriptedCassette writes a cassette whose turns make the calls given
+// (arguments streamed in two fragments) and end with a text-only turn.
+func scriptedCassette(t *testing.T, turns [][]scriptedCall) string {
+	t.Helper()
+	var b strings.Builder
+	w := cassette.NewWriter(&b)
+	w.CheckRequests = false
+	add := func(evs []provider.Event) {
+		if err := w.Add(provider.ChatRequest{}, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, calls := range turns {
+		var evs []provider.Event
+		for _, c := range calls {
+			a, _ := json.Marshal(c.args)
+			half := len(a) / 2
+			evs = append(evs,
+				provider.Event{ToolCallStart: &provider.ToolCallStart{CallID: c.id, Name: c.name}},
+				provider.Event{ToolCallDelta: &provider.ToolCallDelta{CallID: c.id, ArgumentsDelta: string(a[:half])}},
+				provider.Event{ToolCallDelta: &provider.ToolCallDelta{CallID: c.id, ArgumentsDelta: string(a[half:])}},
+				provider.Event{ToolCallEnd: &provider.ToolCallEnd{CallID: c.id, Name: c.name, Arguments: a}})
+		}
+		add(append(evs, provider.Event{Done: &provider.Done{StopReason: provider.StopToolUse}}))
+	}
+	add([]provider.Event{{TextDelta: "Done."}, {Done: &provider.Done{StopReason: provider.StopEndTurn}}})
+	file := filepath.Join(t.TempDir(), "scripted.jsonl")
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// TestStrictPythonTaskEndToEnd is the whole loop on a Python project with
+// pytest: the failing test is written, pytest runs it in the sandbox on the
+// session's view (red), the source is written (green), merged, committed,
+// and the merged project passes pytest on the host.
+func TestStrictPythonTaskEndToEnd(t *testing.T) {
+	if _, err := exec.LookPath("pytest"); err != nil {
+		if _, err := exec.LookPath("pytest-3"); err != nil {
+			t.Fatal("the Python task test needs pytest on the host (Debian python3-pytest; .ci/run installs it)")
+		}
+	}
+	src := t.TempDir()
+	// A src layout (the default policy lets the AI write under src/ and
+	// tests/); conftest.py puts src on the import path.
+	files := map[string]string{
+		"conftest.py":        "import os\nimport sys\n\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), \"src\"))\n",
+		"src/calc.py":        "def add(a, b):\n    return a + b\n",
+		"tests/test_calc.py": "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
+	}
+	for name, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const newTest = "import calc\n\n\ndef test_sub():\n    assert calc.sub(5, 3) == 2\n"
+	const newSrc = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+	file := scriptedCassette(t, [][]scriptedCall{
+		{{"p1", "plan.complete", map[string]any{"plan": "1. tests/test_sub.py: calc.sub(5, 3) == 2 (fails: no sub yet). 2. src/calc.py: add sub. 3. Red, then green."}}},
+		{{"w1", "fs.write", map[string]any{"path": "tests/test_sub.py", "content": newTest}}, {"r1", "test.run", map[string]any{}}},
+		{{"w2", "fs.write", map[string]any{"path": "src/calc.py", "content": newSrc}}, {"r2", "test.run", map[string]any{}}},
+	})
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(map[string]string{"cassette": string(data)})
+	_, tasks, ws := projectKernel(t, src, "provider-replay", "replay", cfg)
+	var ev events
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add sub to calc", Yes: true}, ev.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status != agent.StatusDone {
+		t.Fatalf("task ended %s: %s\ntools: %v\nstates: %v", done.Status, done.Reason, ev.tools(), ev.states())
+	}
+	if tl := strings.Join(ev.tools(), " "); !strings.Contains(tl, "test.run=red") || !strings.Contains(tl, "test.run=green") {
+		t.Fatalf("tool results %s: want a red then a green pytest run", tl)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "src", "calc.py")); string(got) != newSrc {
+		t.Fatalf("src/calc.py was not merged:\n%s", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "tests", "test_sub.py")); string(got) != newTest {
+		t.Fatalf("tests/test_sub.py was not merged:\n%s", got)
+	}
+	log := git(t, ws, "log", "--format=%H %s")
+	if n := len(strings.Split(strings.TrimSpace(log), "\n")); n != 2 || done.Commit == "" || !strings.HasPrefix(log, done.Commit) {
+		t.Fatalf("want one new commit %q on top of the first, git log:\n%s", done.Commit, log)
+	}
+	py := "pytest"
+	if _, err := exec.LookPath(py); err != nil {
+		py = "pytest-3"
+	}
+	cmd := exec.Command(py, "-q", "-p", "no:cacheprovider")
+	cmd.Dir = ws
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "2 passed") {
+		t.Fatalf("the merged project's pytest on the host: %v\n%s", err, out)
 	}
 }
