@@ -433,75 +433,111 @@ func scriptedCassette(t *testing.T, turns [][]scriptedCall) string {
 	return file
 }
 
-// TestStrictPythonTaskEndToEnd is the whole loop on a Python project with
-// pytest: the failing test is written, pytest runs it in the sandbox on the
-// session's view (red), the source is written (green), merged, committed,
-// and the merged project passes pytest on the host.
-func TestStrictPythonTaskEndToEnd(t *testing.T) {
-	if _, err := exec.LookPath("pytest"); err != nil {
-		if _, err := exec.LookPath("pytest-3"); err != nil {
-			t.Fatal("the Python task test needs pytest on the host (Debian python3-pytest; .ci/run installs it)")
-		}
-	}
-	src := t.TempDir()
-	// A src layout (the default policy lets the AI write under src/ and
-	// tests/); conftest.py puts src on the import path.
-	files := map[string]string{
-		"conftest.py":        "import os\nimport sys\n\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), \"src\"))\n",
-		"src/calc.py":        "def add(a, b):\n    return a + b\n",
-		"tests/test_calc.py": "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
-	}
-	for name, content := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(src, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const newTest = "import calc\n\n\ndef test_sub():\n    assert calc.sub(5, 3) == 2\n"
-	const newSrc = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
-	file := scriptedCassette(t, [][]scriptedCall{
-		{{"p1", "plan.complete", map[string]any{"plan": "1. tests/test_sub.py: calc.sub(5, 3) == 2 (fails: no sub yet). 2. src/calc.py: add sub. 3. Red, then green."}}},
-		{{"w1", "fs.write", map[string]any{"path": "tests/test_sub.py", "content": newTest}}, {"r1", "test.run", map[string]any{}}},
-		{{"w2", "fs.write", map[string]any{"path": "src/calc.py", "content": newSrc}}, {"r2", "test.run", map[string]any{}}},
-	})
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, _ := json.Marshal(map[string]string{"cassette": string(data)})
-	_, tasks, ws := projectKernel(t, src, "provider-replay", "replay", cfg)
-	var ev events
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add sub to calc", Yes: true}, ev.add)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if done.Status != agent.StatusDone {
-		t.Fatalf("task ended %s: %s\ntools: %v\nstates: %v", done.Status, done.Reason, ev.tools(), ev.states())
-	}
-	if tl := strings.Join(ev.tools(), " "); !strings.Contains(tl, "test.run=red") || !strings.Contains(tl, "test.run=green") {
-		t.Fatalf("tool results %s: want a red then a green pytest run", tl)
-	}
-	if got, _ := os.ReadFile(filepath.Join(ws, "src", "calc.py")); string(got) != newSrc {
-		t.Fatalf("src/calc.py was not merged:\n%s", got)
-	}
-	if got, _ := os.ReadFile(filepath.Join(ws, "tests", "test_sub.py")); string(got) != newTest {
-		t.Fatalf("tests/test_sub.py was not merged:\n%s", got)
-	}
-	log := git(t, ws, "log", "--format=%H %s")
-	if n := len(strings.Split(strings.TrimSpace(log), "\n")); n != 2 || done.Commit == "" || !strings.HasPrefix(log, done.Commit) {
-		t.Fatalf("want one new commit %q on top of the first, git log:\n%s", done.Commit, log)
-	}
-	py := "pytest"
-	if _, err := exec.LookPath(py); err != nil {
-		py = "pytest-3"
-	}
-	cmd := exec.Command(py, "-q", "-p", "no:cacheprovider")
-	cmd.Dir = ws
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "2 passed") {
-		t.Fatalf("the merged project's pytest on the host: %v\n%s", err, out)
+// languageTask is a small project in one language and the change a
+// scripted model makes to it test-first.
+type languageTask struct {
+	name     string
+	needs    []string // host commands, one of which must exist
+	files    map[string]string
+	testPath string
+	newTest  string
+	srcPath  string
+	newSrc   string
+	hostRun  []string // the merged project's tests on the host ("" first: the found need)
+	hostWant string
+}
+
+var languageTasks = []languageTask{
+	{
+		name: "python", needs: []string{"pytest", "pytest-3"},
+		// A src layout (the default policy lets the AI write under src/
+		// and tests/); conftest.py puts src on the import path.
+		files: map[string]string{
+			"conftest.py":        "import os\nimport sys\n\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), \"src\"))\n",
+			"src/calc.py":        "def add(a, b):\n    return a + b\n",
+			"tests/test_calc.py": "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
+		},
+		testPath: "tests/test_sub.py", newTest: "import calc\n\n\ndef test_sub():\n    assert calc.sub(5, 3) == 2\n",
+		srcPath: "src/calc.py", newSrc: "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n",
+		hostRun: []string{"", "-q", "-p", "no:cacheprovider"}, hostWant: "2 passed",
+	},
+	{
+		name: "node", needs: []string{"node", "nodejs"},
+		files: map[string]string{
+			"package.json":       `{"name":"calc","version":"1.0.0"}`,
+			"src/calc.js":        "function add(a, b) { return a + b; }\nmodule.exports = { add };\n",
+			"tests/calc.test.js": "const test = require('node:test');\nconst assert = require('node:assert');\nconst calc = require('../src/calc');\ntest('adds', () => { assert.strictEqual(calc.add(2, 3), 5); });\n",
+		},
+		testPath: "tests/sub.test.js", newTest: "const test = require('node:test');\nconst assert = require('node:assert');\nconst calc = require('../src/calc');\ntest('subtracts', () => { assert.strictEqual(calc.sub(5, 3), 2); });\n",
+		srcPath: "src/calc.js", newSrc: "function add(a, b) { return a + b; }\nfunction sub(a, b) { return a - b; }\nmodule.exports = { add, sub };\n",
+		hostRun: []string{"", "--test"}, hostWant: "# pass 2",
+	},
+}
+
+// TestStrictTaskInOtherLanguages is the whole loop on a Python project
+// (pytest) and a Node project (node --test): the failing test is written,
+// the runner runs it in the sandbox on the session's view (red), the
+// source is written (green), merged, committed, and the merged project's
+// tests pass on the host.
+func TestStrictTaskInOtherLanguages(t *testing.T) {
+	for _, lt := range languageTasks {
+		t.Run(lt.name, func(t *testing.T) {
+			found := ""
+			for _, c := range lt.needs {
+				if p, err := exec.LookPath(c); err == nil && found == "" {
+					found = p
+				}
+			}
+			if found == "" {
+				t.Fatalf("the %s task test needs one of %v on the host (.ci/run installs it)", lt.name, lt.needs)
+			}
+			src := t.TempDir()
+			for name, content := range lt.files {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(src, name)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(src, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			file := scriptedCassette(t, [][]scriptedCall{
+				{{"p1", "plan.complete", map[string]any{"plan": "1. " + lt.testPath + ": sub(5, 3) == 2 (fails: no sub yet). 2. " + lt.srcPath + ": add sub. 3. Red, then green."}}},
+				{{"w1", "fs.write", map[string]any{"path": lt.testPath, "content": lt.newTest}}, {"r1", "test.run", map[string]any{}}},
+				{{"w2", "fs.write", map[string]any{"path": lt.srcPath, "content": lt.newSrc}}, {"r2", "test.run", map[string]any{}}},
+			})
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, _ := json.Marshal(map[string]string{"cassette": string(data)})
+			_, tasks, ws := projectKernel(t, src, "provider-replay", "replay", cfg)
+			var ev events
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add sub to calc", Yes: true}, ev.add)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done.Status != agent.StatusDone {
+				t.Fatalf("task ended %s: %s\ntools: %v\nstates: %v", done.Status, done.Reason, ev.tools(), ev.states())
+			}
+			if tl := strings.Join(ev.tools(), " "); !strings.Contains(tl, "test.run=red") || !strings.Contains(tl, "test.run=green") {
+				t.Fatalf("tool results %s: want a red then a green test run", tl)
+			}
+			for path, want := range map[string]string{lt.srcPath: lt.newSrc, lt.testPath: lt.newTest} {
+				if got, _ := os.ReadFile(filepath.Join(ws, path)); string(got) != want {
+					t.Fatalf("%s was not merged:\n%s", path, got)
+				}
+			}
+			log := git(t, ws, "log", "--format=%H %s")
+			if n := len(strings.Split(strings.TrimSpace(log), "\n")); n != 2 || done.Commit == "" || !strings.HasPrefix(log, done.Commit) {
+				t.Fatalf("want one new commit %q on top of the first, git log:\n%s", done.Commit, log)
+			}
+			cmd := exec.Command(found, lt.hostRun[1:]...)
+			cmd.Dir = ws
+			if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), lt.hostWant) {
+				t.Fatalf("the merged project's tests on the host: %v\n%s", err, out)
+			}
+		})
 	}
 }
