@@ -83,6 +83,7 @@ func TestOneShotTaskFromTheCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	var last agent.Event
+	var results []string
 	n := 0
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	sc.Buffer(make([]byte, 1<<20), 8<<20)
@@ -94,10 +95,17 @@ func TestOneShotTaskFromTheCLI(t *testing.T) {
 		if ev.Type == agent.EventRecorded {
 			t.Fatalf("a recorded turn reached stdout: %s", sc.Text())
 		}
+		if ev.Type == agent.EventToolResult && ev.Tool != nil {
+			r := ev.Tool.Name + "=" + ev.Tool.TestStatus
+			if ev.Tool.Error != nil {
+				r += "!" + ev.Tool.Error.Code + ": " + ev.Tool.Error.What
+			}
+			results = append(results, r)
+		}
 		last, n = ev, n+1
 	}
 	if code != 0 || last.Type != agent.EventDone || last.Done == nil || last.Done.Status != agent.StatusDone {
-		t.Fatalf("exit %d, %d events, last %+v\nstderr:\n%s", code, n, last, stderr.String())
+		t.Fatalf("exit %d, %d events, last %+v (done %+v)\ntool results: %q\nstderr:\n%s", code, n, last, last.Done, results, stderr.String())
 	}
 	// --record wrote a private cassette holding the turns the model
 	// (here the replayed one) answered, event for event.
