@@ -82,8 +82,12 @@ func toolSet(name string, sick *atomic.Bool) *pluginsdk.ToolSet {
 			{Def: tool.Def{Name: "fx.echo", Summary: "echo the arguments", Parameters: obj}, Handler: func(_ context.Context, _ *pluginsdk.ToolContext, a json.RawMessage) (any, error) {
 				return a, nil
 			}},
-			{Def: tool.Def{Name: "fx.panic", Summary: "panic inside the call", Parameters: obj}, Handler: func(context.Context, *pluginsdk.ToolContext, json.RawMessage) (any, error) {
-				panic("fixture panics inside a call")
+			// The SDK recovers a handler's own panic (TOOL_PANIC); a panic
+			// on another goroutine of the call still takes the process
+			// down, which is the crash the supervisor tests need.
+			{Def: tool.Def{Name: "fx.panic", Summary: "crash the process with a panic during the call", Parameters: obj}, Handler: func(context.Context, *pluginsdk.ToolContext, json.RawMessage) (any, error) {
+				go panic("fixture panics inside a call")
+				select {}
 			}},
 			{Def: tool.Def{Name: "fx.exit", Summary: "exit the process inside the call", Parameters: obj}, Handler: func(context.Context, *pluginsdk.ToolContext, json.RawMessage) (any, error) {
 				os.Exit(7)
