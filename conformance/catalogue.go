@@ -7,7 +7,13 @@ import (
 // SuiteVersion is recorded in every certification. Bump the minor version
 // when items are added, the major when an item's meaning changes; an ID is
 // never reused for a different requirement.
-const SuiteVersion = "1.0.0"
+//
+// 2.0.0: a skipped MUST item means "not certified"; CORE-SANDBOX-001
+// checks each of its promises on the running container;
+// CORE-HANDSHAKE-004 covers declared versions the kernel cannot speak;
+// TOOL-PROGRESS-001 cancels every tool and checks the result;
+// PROVIDER-PROXY-001 runs.
+const SuiteVersion = "2.0.0"
 
 // Level is an RFC 2119 requirement level.
 type Level string
@@ -55,7 +61,7 @@ func Catalogue() []Item {
 		{ID: "CORE-HANDSHAKE-001", Level: MUST, Profile: ProfileCore, Statement: "the plugin completes the go-plugin handshake with fluffy's magic cookie over gRPC", Source: "DESIGN.md Plugins/Protocol"},
 		{ID: "CORE-HANDSHAKE-002", Level: SHOULD, Profile: ProfileCore, Statement: "started without the magic cookie, the binary exits non-zero without printing a handshake", Source: "DESIGN.md Plugins/Protocol"},
 		{ID: "CORE-HANDSHAKE-003", Level: MUST, Profile: ProfileCore, Statement: "offered the kernel's range, the plugin negotiates a version inside it that its manifest declares", Source: "seed 000 Version Compatibility; DESIGN.md Plugins/Protocol"},
-		{ID: "CORE-HANDSHAKE-004", Level: MUST, Profile: ProfileCore, Statement: "every API version the manifest declares inside the kernel's range is really served when offered alone", Source: "seed 000 Version Compatibility"},
+		{ID: "CORE-HANDSHAKE-004", Level: MUST, Profile: ProfileCore, Statement: "every API version the manifest declares is really served when offered alone (one the kernel cannot speak: the binary completes the handshake with it)", Source: "seed 000 Version Compatibility"},
 		{ID: "CORE-HANDSHAKE-005", Level: MUST, Profile: ProfileCore, Statement: "offered only versions outside its range, the plugin refuses cleanly: an incompatible-version handshake, no crash, and it exits", Source: "seed 000 Version Compatibility"},
 		{ID: "CORE-INFO-001", Level: MUST, Profile: ProfileCore, Statement: "Info reports the manifest's name, kind, version and API versions", Source: "DESIGN.md Plugins/Protocol (base Info); Packer plugin-check"},
 		{ID: "CORE-START-001", Level: MUST, Profile: ProfileCore, Statement: "the plugin is ready (handshake, Info, Configure) within the start timeout", Source: "seed 000 Plugin Lifecycle"},

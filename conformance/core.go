@@ -170,6 +170,13 @@ func checkEachVersion(ctx context.Context, p *probe) outcome {
 	var problems, ok []string
 	for _, v := range p.m.APIVersions {
 		if v < base.APIVersionMin || v > base.APIVersionMax {
+			// The kernel cannot speak it, but the manifest says the binary
+			// does: the handshake tells whether that is true.
+			if err := p.tryHandshake(ctx, v); err != nil {
+				problems = append(problems, fmt.Sprintf("v%d: %s", v, err))
+				continue
+			}
+			ok = append(ok, fmt.Sprintf("v%d (handshake only: this kernel speaks [%d,%d])", v, base.APIVersionMin, base.APIVersionMax))
 			continue
 		}
 		if err := p.tryVersion(ctx, v); err != nil {
@@ -213,6 +220,23 @@ func (p *probe) tryVersion(ctx context.Context, v int) error {
 	}
 	if !info.Speaks(v) {
 		return fmt.Errorf("served v%d but Info lists %v", v, info.APIVersions)
+	}
+	return nil
+}
+
+// tryHandshake offers only v, a version this kernel has no protocol for,
+// and checks that the binary agrees to it.
+func (p *probe) tryHandshake(ctx context.Context, v int) error {
+	c, _, err := p.rawStart(ctx, p.launcher(), []int{v}, nil)
+	if err != nil {
+		return err
+	}
+	defer c.Kill()
+	if _, err := c.Client(); err != nil {
+		return fmt.Errorf("offered only v%d, the binary refused it: %s", v, firstLine(err.Error()))
+	}
+	if got := c.NegotiatedVersion(); got != v {
+		return fmt.Errorf("offered only v%d, the plugin answered v%d", v, got)
 	}
 	return nil
 }
@@ -397,7 +421,7 @@ func checkSandboxStarts(ctx context.Context, p *probe) outcome {
 		return o
 	}
 	if p.m.Kind == manifests.KindRuntime {
-		return skip("runtime adapters run in a namespace jail, not an L2 container (DESIGN.md L2 sandboxes)")
+		return na("runtime adapters run in a namespace jail, not an L2 container (DESIGN.md L2 sandboxes)")
 	}
 	if p.r.opts.Sandbox == nil {
 		return skip("%s", p.r.opts.SandboxReason)
@@ -410,7 +434,7 @@ func checkSandboxWorks(ctx context.Context, p *probe) outcome {
 		return o
 	}
 	if p.m.Kind == manifests.KindRuntime {
-		return skip("runtime adapters run in a namespace jail, not an L2 container (DESIGN.md L2 sandboxes)")
+		return na("runtime adapters run in a namespace jail, not an L2 container (DESIGN.md L2 sandboxes)")
 	}
 	if p.r.opts.Sandbox == nil {
 		return skip("%s", p.r.opts.SandboxReason)

@@ -62,11 +62,14 @@ func OpenL2(ctx context.Context, getenv func(string) string, log hclog.Logger) (
 		cleanup()
 		return nil, "", err
 	}
-	c, err := sandbox.NewContainers(ctx, sandbox.ContainersConfig{Runtime: rtc, Lease: lease, Logger: log})
+	hub := &netHub{}
+	c, err := sandbox.NewContainers(ctx, sandbox.ContainersConfig{Runtime: rtc, Lease: lease, Logger: log, Auditor: hub})
 	if err != nil {
 		pc.Kill()
 		cleanup()
 		return nil, "", err
 	}
-	return &L2{Launcher: c, close: func() { pc.Kill(); cleanup() }}, "", nil
+	// The proxy of every ai-provider container reports to hub, so the
+	// provider profile sees each tunnel its plugin opens.
+	return &L2{Launcher: l2Launcher{Containers: c, hub: hub}, close: func() { pc.Kill(); cleanup() }}, "", nil
 }

@@ -25,7 +25,7 @@ import (
 // that process, and watches the plugin: it must exit within 5 s.
 func orphanCheck(ctx context.Context, p *probe) outcome {
 	if p.r.opts.Contained {
-		return skip("not run: the stub kernel starts the plugin as a plain process, and this certification runs the plugin only in its sandbox (a sandboxed plugin is removed with its kernel's lease by the sandbox reaper)")
+		return containedOrphanCheck(ctx, p)
 	}
 	argv := append(append([]string{}, p.r.opts.StubKernel...), p.m.EntryPath(), p.m.Kind, p.m.SHA256, p.ws)
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -76,6 +76,43 @@ func orphanCheck(ctx context.Context, p *probe) outcome {
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	return fail("the plugin (pid %d) was still running 5 s after its kernel was SIGKILLed; it would leak\nfix: serve with pluginsdk.Serve* from this fluffy release (it exits when the kernel's connection closes)", pid)
+}
+
+// containedOrphanCheck is CORE-SHUTDOWN-002 for a plugin that may run only
+// in its sandbox: the suite starts it in its L2 container and then does
+// what a SIGKILLed kernel's death does to it — every connection from the
+// kernel closes, without a Shutdown request — and watches the container:
+// its process must exit within 5 s.
+func containedOrphanCheck(ctx context.Context, p *probe) outcome {
+	c, _, err := p.rawStart(ctx, p.launcher(), base.SupportedAPIVersions(), nil)
+	if err != nil {
+		return fail("could not launch: %v", err)
+	}
+	launched := p.lastRaw
+	defer c.Kill()
+	rpc, err := c.Client()
+	if err != nil {
+		return fail("start: %v", err)
+	}
+	if _, err := rpc.Dispense(p.m.Kind); err != nil {
+		return fail("dispense: %v", err)
+	}
+	gc, ok := rpc.(*plugin.GRPCClient)
+	if !ok || gc.Conn == nil {
+		return fail("the plugin does not speak gRPC (%T)", rpc)
+	}
+	if launched.Status == nil {
+		return skip("the sandbox launcher does not report its container's state, so the plugin's exit could not be watched")
+	}
+	_ = gc.Conn.Close()
+	t0 := time.Now()
+	for time.Since(t0) < 5*time.Second {
+		if st := launched.Status(); st.Exited {
+			return pass("in its container, exited %s after its kernel's connection closed (exit code %d)", time.Since(t0).Round(time.Millisecond), st.ExitCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fail("in its container, the plugin was still running 5 s after its kernel's connection closed; it would leak\nfix: serve with pluginsdk.Serve* from this fluffy release (it exits when the kernel's connection closes)")
 }
 
 // processAlive reports whether pid runs (a zombie counts as exited).

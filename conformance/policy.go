@@ -25,7 +25,7 @@ func policyChecks() map[string]checkFunc {
 
 func (p *probe) policyBlocked() (outcome, bool) {
 	if p.m != nil && p.m.Kind != manifests.KindPolicy {
-		return skip("the plugin is a %s plugin", p.m.Kind), true
+		return na("the plugin is a %s plugin", p.m.Kind), true
 	}
 	return p.blocked()
 }

@@ -55,6 +55,8 @@ type probe struct {
 	negotiated int
 	sbx        *supervisor.Supervisor
 	sbxErr     error
+	sbxRec     *recorder // the L2 launcher, remembering its containers
+	lastRaw    sandbox.Launched
 
 	// tool profile state
 	outputSizes []int
@@ -62,6 +64,11 @@ type probe struct {
 	oversized   []string
 
 	fake        *fakes.Server
+	network     []string // hosts the plugin's sandbox proxy allows
+	proxyEnv    []string // FLUFFY_PROXY_SOCKET for a plugin run as a plain process
+	netMu       sync.Mutex
+	tunnels     int      // tunnels to the fake the proxies opened for the plugin
+	refused     []string // requests the proxies refused
 	vcsSetupErr error
 
 	// runtime profile state
@@ -134,7 +141,7 @@ func (p *probe) launcher() supervisor.Launcher {
 // ensureStarted starts the plugin once through the private supervisor.
 func (p *probe) ensureStarted() error {
 	p.startOnce.Do(func() {
-		p.cap = &capture{inner: p.launcher(), extraEnv: []string{"FLUFFY_PLUGIN_LOG_LEVEL=trace"}}
+		p.cap = &capture{inner: p.launcher(), extraEnv: append([]string{"FLUFFY_PLUGIN_LOG_LEVEL=trace"}, p.proxyEnv...)}
 		sup, err := p.newSupervisor(p.cap, p.outRoot)
 		if err != nil {
 			p.startErr = err
@@ -276,6 +283,7 @@ func (p *probe) rawStart(ctx context.Context, l supervisor.Launcher, versions []
 	if err != nil {
 		return nil, nil, err
 	}
+	p.lastRaw = launched
 	if cfg.RunnerFunc != nil {
 		cfg.SecureConfig = nil // the launcher verified LaunchSpec.SHA256 itself
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,16 +14,19 @@ import (
 	"github.com/fluffy-waffle/fluffy/conformance/fakes"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
+	"github.com/fluffy-waffle/fluffy/sandbox"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // ProviderConfig is the configuration the suite sends a provider plugin in
 // Configure: where its upstream is. A provider that takes its endpoint from
-// elsewhere cannot be certified.
+// elsewhere cannot be certified. How to reach it is not configuration: the
+// kernel's CONNECT proxy socket is in FLUFFY_PROXY_SOCKET, as in the
+// ai-provider sandbox.
 type ProviderConfig struct {
 	BaseURL string `json:"base_url"`
 	APIKey  string `json:"api_key"`
-	Proxy   string `json:"proxy,omitempty"`
 }
 
 func providerChecks() map[string]checkFunc {
@@ -34,16 +39,62 @@ func providerChecks() map[string]checkFunc {
 	}
 }
 
-// setupProvider starts the fake upstream and the configuration pointing at it.
-func (p *probe) setupProvider() {
+// setupProvider starts the fake upstream, the configuration pointing at
+// it, and the kernel's CONNECT proxy (sandbox.StartProxy, allowing exactly
+// the fake's host:port) for a plugin the suite runs as a plain process: it
+// gets the proxy's socket in FLUFFY_PROXY_SOCKET as it would in its
+// ai-provider sandbox, whose own proxy (the container launcher's) allows
+// the same target. Every tunnel either proxy opens is counted
+// (PROVIDER-PROXY-001).
+func (p *probe) setupProvider() error {
 	p.fake = fakes.New()
 	p.onClose(p.fake.Close)
-	p.configJSON, _ = json.Marshal(ProviderConfig{BaseURL: p.fake.URL() + "/v1", APIKey: "conformance-key", Proxy: p.r.opts.ProxyURL})
+	p.configJSON, _ = json.Marshal(ProviderConfig{BaseURL: p.fake.URL() + "/v1", APIKey: "conformance-key"})
+	p.network = []string{p.fake.Target()}
+	hub := &netHub{}
+	watch := func(ev sandbox.NetworkEvent) {
+		if ev.Plugin != p.m.Name {
+			return
+		}
+		p.netMu.Lock()
+		defer p.netMu.Unlock()
+		switch {
+		case ev.Allowed && ev.Reason == "allowed" && ev.Target == p.fake.Target():
+			p.tunnels++
+		case !ev.Allowed:
+			p.refused = append(p.refused, ev.Target+" ("+ev.Reason+")")
+		}
+	}
+	for _, l := range []any{hub, p.r.opts.Launcher, p.r.opts.Sandbox} {
+		if w, ok := l.(networkWatcher); ok {
+			p.onClose(w.WatchNetwork(watch))
+		}
+	}
+	if _, contained := p.launcher().(networkWatcher); contained {
+		return nil
+	}
+	px, err := sandbox.StartProxy(filepath.Join(p.dir, "proxy"), sandbox.ProxyConfig{
+		Plugin: p.m.Name, Instance: "conformance", Allow: p.network, Auditor: hub, Logger: p.r.opts.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	p.onClose(func() { _ = px.Close() })
+	p.proxyEnv = []string{rt.EnvProxySocket + "=" + px.Socket()}
+	return nil
+}
+
+// tunnelCount is how many tunnels to the fake upstream the kernel's proxy
+// opened for the plugin so far.
+func (p *probe) tunnelCount() (int, []string) {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
+	return p.tunnels, slices.Clone(p.refused)
 }
 
 func (p *probe) providerBlocked() (outcome, bool) {
 	if p.m != nil && p.m.Kind != manifests.KindProvider {
-		return skip("the plugin is a %s plugin", p.m.Kind), true
+		return na("the plugin is a %s plugin", p.m.Kind), true
 	}
 	return p.blocked()
 }
@@ -181,14 +232,34 @@ func checkProviderError(ctx context.Context, p *probe) outcome {
 	return pass("structured error %s: %s", ue.Code, ue.What)
 }
 
+// checkProviderProxy makes one more turn and then compares the two sides
+// of every connection the run made to the upstream: the TCP connections the
+// fake server accepted and the tunnels the kernel's CONNECT proxy opened
+// for the plugin. Each connection must be one of those tunnels. In its L2
+// container a plugin that dials directly cannot connect at all (no network
+// but the proxy socket); as a plain process it can, and the counts tell.
 func checkProviderProxy(ctx context.Context, p *probe) outcome {
 	if o, stop := p.providerBlocked(); stop {
 		return o
 	}
-	if p.r.opts.ProxyURL == "" {
-		return skip("no kernel CONNECT proxy configured (the ai-provider proxy comes with the L2 sandbox runtime); the provider reached the fake upstream directly on loopback")
+	const fix = "fix: make every upstream connection through the kernel's CONNECT proxy: when FLUFFY_PROXY_SOCKET is set, use runtime.DialViaProxy as the http.Transport's DialContext (builtin-plugins/internal/upstream does this)"
+	// What the turn says is PROVIDER-STREAM-001's business; here only that
+	// it reached the upstream, and how.
+	err := p.chat(ctx, fakes.ScenarioText, func(provider.Event) {})
+	conns := p.fake.Conns()
+	tunnels, refused := p.tunnelCount()
+	if err != nil {
+		msg := fmt.Sprintf("Chat failed: %s\nthe proxy opened %d tunnel(s) to the upstream %s", errText(err), tunnels, p.fake.Target())
+		if len(refused) > 0 {
+			msg += "; it refused " + strings.Join(refused, ", ")
+		}
+		return fail("%s\n%s", msg, fix)
 	}
-	return skip("proxy accounting is not implemented by this suite version")
+	if conns > tunnels {
+		return fail("the upstream accepted %d connection(s) during the run but the kernel's CONNECT proxy opened only %d tunnel(s) for the plugin: %d went around the proxy\n%s", conns, tunnels, conns-tunnels, fix)
+	}
+	if tunnels == 0 {
+		return fail("no request reached the upstream through the kernel's CONNECT proxy\n%s", fix)
+	}
+	return pass("%d upstream connection(s), each a tunnel through the kernel's CONNECT proxy to %s (audited)", conns, p.fake.Target())
 }
-
-var _ = fmt.Sprintf

@@ -17,7 +17,16 @@ type Status string
 const (
 	Pass Status = "pass"
 	Fail Status = "fail"
+	// Skip: the item applies to the plugin but was not checked (the
+	// runtime it needs is missing, or an earlier item's failure blocks it).
+	// A skipped MUST item means the plugin is not certified: nothing vouches
+	// for that requirement.
 	Skip Status = "skip"
+	// NotApplicable: the item does not apply to this plugin by construction
+	// (another kind, an API version it does not declare, a runtime adapter
+	// that runs in a jail rather than an L2 container). It never affects the
+	// verdict.
+	NotApplicable Status = "n/a"
 )
 
 // Result is one item's outcome in one run.
@@ -46,8 +55,25 @@ type Report struct {
 	Results  []Result      `json:"results"`
 }
 
-// Passed is true when no MUST item failed.
-func (r *Report) Passed() bool { return len(r.FailedMUST()) == 0 }
+// Passed is true when every MUST item that applies passed: none failed and
+// none was skipped. This one verdict drives the text summary, JUnit, the
+// CLI's exit code and the registry's certification.
+func (r *Report) Passed() bool { return len(r.FailedMUST()) == 0 && len(r.SkippedMUST()) == 0 }
+
+// SkippedMUST lists the IDs of MUST items that apply but were not checked.
+func (r *Report) SkippedMUST() []string {
+	var out []string
+	for _, x := range r.Results {
+		if x.Status == Skip && x.Level == MUST {
+			out = append(out, x.ID)
+		}
+	}
+	return out
+}
+
+// Unmet lists the MUST items that keep the plugin from being certified:
+// the failed ones, then the skipped ones.
+func (r *Report) Unmet() []string { return append(r.FailedMUST(), r.SkippedMUST()...) }
 
 // FailedMUST lists the IDs of failed MUST items.
 func (r *Report) FailedMUST() []string {
@@ -70,7 +96,8 @@ func (r *Report) Result(id string) (Result, bool) {
 	return Result{}, false
 }
 
-// Counts returns how many items passed, failed and were skipped.
+// Counts returns how many items passed, failed and were skipped (items
+// that do not apply are not counted).
 func (r *Report) Counts() (pass, fail, skip int) {
 	for _, x := range r.Results {
 		switch x.Status {
@@ -89,10 +116,25 @@ func (r *Report) Counts() (pass, fail, skip int) {
 func (r *Report) Summary() string {
 	p, f, s := r.Counts()
 	verdict := "PASSED"
-	if !r.Passed() {
-		verdict = "FAILED (MUST: " + strings.Join(r.FailedMUST(), ", ") + ")"
+	switch f, sk := r.FailedMUST(), r.SkippedMUST(); {
+	case len(f) > 0 && len(sk) > 0:
+		verdict = "FAILED (MUST: " + strings.Join(f, ", ") + "; MUST not checked: " + strings.Join(sk, ", ") + ")"
+	case len(f) > 0:
+		verdict = "FAILED (MUST: " + strings.Join(f, ", ") + ")"
+	case len(sk) > 0:
+		verdict = "NOT CERTIFIED (MUST not checked: " + strings.Join(sk, ", ") + ")"
 	}
-	return fmt.Sprintf("%s: %d passed, %d failed, %d skipped in %s", verdict, p, f, s, r.Duration.Round(time.Millisecond))
+	na := 0
+	for _, x := range r.Results {
+		if x.Status == NotApplicable {
+			na++
+		}
+	}
+	out := fmt.Sprintf("%s: %d passed, %d failed, %d skipped", verdict, p, f, s)
+	if na > 0 {
+		out += fmt.Sprintf(", %d not applicable", na)
+	}
+	return out + " in " + r.Duration.Round(time.Millisecond).String()
 }
 
 // WriteText renders the report for a person.
@@ -100,7 +142,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "conformance suite %s — %s@%s (%s), profiles %s, sandbox %s\n", r.SuiteVersion, r.Plugin, r.Version, r.Kind, strings.Join(r.Profiles, "+"), r.Sandbox)
 	for _, x := range r.Results {
-		mark := map[Status]string{Pass: "PASS", Fail: "FAIL", Skip: "SKIP"}[x.Status]
+		mark := map[Status]string{Pass: "PASS", Fail: "FAIL", Skip: "SKIP", NotApplicable: "N/A "}[x.Status]
 		fmt.Fprintf(&b, "  %s  %-22s %-6s %s\n", mark, x.ID, x.Level, x.Statement)
 		if x.Message != "" && x.Status != Pass {
 			for _, l := range strings.Split(x.Message, "\n") {
@@ -151,7 +193,9 @@ type junitMessage struct {
 
 // WriteJUnit writes JUnit XML: one testsuite per profile, one testcase per
 // item. A failed SHOULD is reported as a failure of type SHOULD so CI shows
-// it, while the exit code only follows MUST items.
+// it, while the exit code only follows MUST items. A skipped MUST item is a
+// failure of type "MUST not checked" (the plugin is not certified without
+// it); a skipped SHOULD and an item that does not apply are <skipped/>.
 func (r *Report) WriteJUnit(w io.Writer) error {
 	var out junitSuites
 	idx := map[string]int{}
@@ -169,7 +213,16 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 			c.Failure = &junitMessage{Message: firstLine(x.Message), Type: string(x.Level), Body: x.Message}
 			s.Failures++
 		case Skip:
+			if x.Level == MUST {
+				msg := "MUST item not checked, so the plugin is not certified: " + x.Message
+				c.Failure = &junitMessage{Message: firstLine(msg), Type: "MUST not checked", Body: msg}
+				s.Failures++
+				break
+			}
 			c.Skipped = &junitMessage{Message: x.Message}
+			s.Skipped++
+		case NotApplicable:
+			c.Skipped = &junitMessage{Message: "not applicable: " + x.Message}
 			s.Skipped++
 		default:
 			c.SystemOut = x.Message
@@ -211,6 +264,7 @@ func firstLine(s string) string {
 func (r *Report) Certification() registry.Certification {
 	return registry.Certification{
 		SuiteVersion: r.SuiteVersion, SHA256: r.SHA256, Passed: r.Passed(), Profiles: r.Profiles,
-		Failed: r.FailedMUST(), At: r.Started.UTC(), Summary: r.Summary(),
+		Failed: r.FailedMUST(), Skipped: r.SkippedMUST(), At: r.Started.UTC(), Summary: r.Summary(),
+		Sandbox: r.Sandbox,
 	}
 }

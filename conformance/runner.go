@@ -56,9 +56,6 @@ type Options struct {
 	// StubKernel is the command line of a throwaway kernel process for
 	// CORE-SHUTDOWN-002 (see StubKernelMain). Nil: the item skips.
 	StubKernel []string
-	// ProxyURL is the kernel's CONNECT proxy for provider plugins. Empty:
-	// PROVIDER-PROXY-001 skips and providers reach the fake directly.
-	ProxyURL string
 	// Progress, when set, hears the ID of each item as it starts.
 	Progress func(id string)
 }
@@ -94,6 +91,7 @@ type outcome struct {
 func pass(format string, a ...any) outcome { return outcome{Pass, fmt.Sprintf(format, a...)} }
 func fail(format string, a ...any) outcome { return outcome{Fail, fmt.Sprintf(format, a...)} }
 func skip(format string, a ...any) outcome { return outcome{Skip, fmt.Sprintf(format, a...)} }
+func na(format string, a ...any) outcome   { return outcome{NotApplicable, fmt.Sprintf(format, a...)} }
 
 type checkFunc func(ctx context.Context, p *probe) outcome
 
@@ -171,7 +169,7 @@ func (r *Runner) Run(ctx context.Context, path string, profiles []string) (*Repo
 		var o outcome
 		switch {
 		case p.m != nil && !appliesToAny(it, p.m.APIVersions):
-			o = skip("applies to API versions %v; the plugin declares %v", it.APIVersions, p.m.APIVersions)
+			o = na("applies to API versions %v; the plugin declares %v", it.APIVersions, p.m.APIVersions)
 		case impl[it.ID] == nil:
 			o = skip("not implemented by this suite version")
 		default:
@@ -241,7 +239,10 @@ func (r *Runner) newProbe(path string) (*probe, error) {
 	if p.m != nil {
 		switch p.m.Kind {
 		case manifests.KindProvider:
-			p.setupProvider()
+			if err := p.setupProvider(); err != nil {
+				p.close()
+				return nil, uerr.Wrap(err, CodeSetup, "cannot start the CONNECT proxy for the provider under test", err.Error(), "check $TMPDIR is writable")
+			}
 		case manifests.KindRuntime:
 			if err := p.setupRuntime(); err != nil {
 				p.close()
@@ -283,6 +284,13 @@ func (p *probe) newSupervisor(l supervisor.Launcher, outRoot string) (*superviso
 func (p *probe) spec() supervisor.Spec {
 	s := registry.Spec(p.m)
 	s.ConfigJSON = p.configJSON
+	// As the kernel does, the proxy also allows the configured base URL's
+	// host: here the fake upstream.
+	for _, hp := range p.network {
+		if !slices.Contains(s.Network, hp) {
+			s.Network = append(slices.Clone(s.Network), hp)
+		}
+	}
 	// registry.Spec sets the template's timeout as the call deadline (the
 	// kernel kills a policy extension at 100 ms). The suite measures
 	// latency itself (POLICY-LATENCY-001), so a slow plugin fails that one

@@ -12,6 +12,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
+	"github.com/fluffy-waffle/fluffy/sandbox"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -21,7 +22,8 @@ func (p *probe) sandboxSup(ctx context.Context) (*supervisor.Supervisor, error) 
 	if p.sbx != nil || p.sbxErr != nil {
 		return p.sbx, p.sbxErr
 	}
-	sup, err := p.newSupervisor(p.r.opts.Sandbox, filepath.Join(p.dir, "out-l2"))
+	p.sbxRec = &recorder{inner: p.r.opts.Sandbox}
+	sup, err := p.newSupervisor(p.sbxRec, filepath.Join(p.dir, "out-l2"))
 	if err != nil {
 		p.sbxErr = err
 		return nil, err
@@ -34,10 +36,13 @@ func (p *probe) sandboxSup(ctx context.Context) (*supervisor.Supervisor, error) 
 	return p.sbx, p.sbxErr
 }
 
+// sandboxStart starts the plugin in its L2 container, has it answer Info
+// and Health there, and checks each promise of CORE-SANDBOX-001 on the
+// running container (sandboxFacts).
 func sandboxStart(ctx context.Context, p *probe) outcome {
 	sup, err := p.sandboxSup(ctx)
 	if err != nil {
-		return fail("the plugin did not start inside its L2 sandbox (template %s): %s\nfix: the plugin must not need a writable root, root privileges or network at start; write only under its output directory", p.m.Sandbox.Template, errText(err))
+		return fail("the plugin did not start inside its L2 sandbox (template %s): %s\nfix: the plugin must not need a writable root, root privileges or network at start; write only under its output directory", p.template(), errText(err))
 	}
 	err = sup.Use(ctx, p.m.Name, base.Kind(p.m.Kind), func(ctx context.Context, raw any) error {
 		_, err := raw.(baseOf).Info(ctx)
@@ -46,7 +51,39 @@ func sandboxStart(ctx context.Context, p *probe) outcome {
 	if err != nil {
 		return fail("inside its L2 sandbox the plugin does not answer Info: %s", errText(err))
 	}
-	return pass("started in template %s; Info answered", p.m.Sandbox.Template)
+	health := "Health answered"
+	if err := sup.Use(ctx, p.m.Name, base.Kind(p.m.Kind), func(ctx context.Context, raw any) error { return raw.(baseOf).Health(ctx) }); err != nil {
+		// A plugin that is unhealthy everywhere fails CORE-HEALTH-001; this
+		// item is about what the sandbox breaks.
+		outside := p.ensureStarted()
+		if outside == nil {
+			outside = p.use(ctx, func(ctx context.Context, raw any) error { return raw.(baseOf).Health(ctx) })
+		}
+		if outside == nil {
+			return fail("inside its L2 sandbox the plugin's Health fails, outside it passes: %s\nfix: the plugin must work with a read-only root, a non-root uid and no network", errText(err))
+		}
+		health = "Health fails outside the sandbox too (see CORE-HEALTH-001)"
+	}
+	status := p.sbxRec.last()
+	if status == nil || status().ContainerID == "" {
+		return skip("the sandbox launcher did not say which container the plugin runs in, so its confinement was not checked")
+	}
+	seen, problems, err := sandboxFacts(ctx, status().ContainerID, p.template())
+	if err != nil {
+		return skip("the plugin's container was not inspected, so its confinement was not checked: %v", err)
+	}
+	if len(problems) > 0 {
+		return fail("the plugin answered, but its sandbox is not what the template promises:\n- %s\nfix: this is the launcher's doing, not the plugin's: report it to fluffy", strings.Join(problems, "\n- "))
+	}
+	return pass("started in template %s; Info answered; %s; %s", p.template(), health, strings.Join(seen, "; "))
+}
+
+// template is the L2 template the plugin runs in.
+func (p *probe) template() string {
+	if p.m.Sandbox.Template != "" {
+		return p.m.Sandbox.Template
+	}
+	return sandbox.DefaultTemplate(p.m.Kind)
 }
 
 func sandboxSmoke(ctx context.Context, p *probe) outcome {

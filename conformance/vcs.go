@@ -47,7 +47,7 @@ func (p *probe) git(args ...string) (string, error) {
 
 func (p *probe) vcsBlocked() (outcome, bool) {
 	if p.m != nil && p.m.Kind != manifests.KindVCS {
-		return skip("the plugin is a %s plugin", p.m.Kind), true
+		return na("the plugin is a %s plugin", p.m.Kind), true
 	}
 	if p.vcsSetupErr != nil {
 		return skip("%v", p.vcsSetupErr), true

@@ -27,9 +27,17 @@ func runConformance(e *env, args []string) error {
 func conformanceList(e *env, args []string) error {
 	fs := newFlags("conformance list")
 	asJSON := fs.Bool("json", false, "print the catalogue as JSON")
+	asMD := fs.Bool("markdown", false, "print the whole catalogue as the Markdown tables of docs/conformance.md")
 	profile := fs.String("profile", "", "only this profile")
 	if err := fs.Parse(args); err != nil {
-		return usageErr("conformance list", err.Error(), "usage: fluffy conformance list [--profile P] [--json]")
+		return usageErr("conformance list", err.Error(), "usage: fluffy conformance list [--profile P] [--json | --markdown]")
+	}
+	if *asMD {
+		if *profile != "" || *asJSON {
+			return usageErr("conformance list", "--markdown prints the whole catalogue", "usage: fluffy conformance list --markdown")
+		}
+		_, err := fmt.Fprint(e.stdout, conformance.CatalogueMarkdown())
+		return err
 	}
 	var items []conformance.Item
 	for _, it := range conformance.Catalogue() {
@@ -99,10 +107,15 @@ func conformanceRun(e *env, args []string) error {
 		}
 	}
 	recordCertification(e, rep)
-	if !rep.Passed() {
+	if failed := rep.FailedMUST(); len(failed) > 0 {
 		return conformanceFailed{uerr.New("CONFORMANCE_FAILED", fmt.Sprintf("%s failed conformance", rep.Plugin),
-			"MUST items failed: "+strings.Join(rep.FailedMUST(), ", "),
+			"MUST items failed: "+strings.Join(failed, ", "),
 			"fix what each FAIL line above says, rebuild, restamp the manifest's sha256 and run again")}
+	}
+	if skipped := rep.SkippedMUST(); len(skipped) > 0 {
+		return conformanceFailed{uerr.New("CONFORMANCE_NOT_CERTIFIED", fmt.Sprintf("%s is not certified", rep.Plugin),
+			"MUST items were not checked: "+strings.Join(skipped, ", "),
+			"see each SKIP line above for why; run with the L2 sandbox (--sandbox=docker, Docker and the runtime-docker adapter from `make build`)")}
 	}
 	return nil
 }

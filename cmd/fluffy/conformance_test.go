@@ -42,10 +42,35 @@ tools:
 	return buildPlugin(t, "../../conformance/internal/fixtures/broken", filepath.Join(dir, "src.yaml"))
 }
 
-func conformanceCLI(t *testing.T) *cli {
+// plainCLI certifies plugins as plain processes (FLUFFY_SANDBOX=none): the
+// sandbox items are not checked, so nothing it certifies passes.
+func plainCLI(t *testing.T) *cli {
 	c := newCLI(t)
 	c.vars["FLUFFY_SANDBOX"] = "none"
 	c.vars["FLUFFY_CONFORMANCE_STUB_KERNEL"] = buildOnce(t, "../../conformance/cmd/stubkernel")
+	return c
+}
+
+// conformanceCLI certifies plugins in their L2 containers, as a user's
+// fluffy does (runtime-docker built from this checkout). Without Docker it
+// skips, unless FLUFFY_REQUIRE_DOCKER is set.
+func conformanceCLI(t *testing.T) *cli {
+	t.Helper()
+	if _, err := os.Stat("/var/run/docker.sock"); err != nil && os.Getenv("DOCKER_HOST") == "" {
+		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
+			t.Fatalf("FLUFFY_REQUIRE_DOCKER is set but there is no Docker socket: %v", err)
+		}
+		t.Skip("Docker is not available: certification runs in the L2 sandbox")
+	}
+	c := newCLI(t)
+	home, err := os.MkdirTemp("", "fh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	c.home = home
+	c.vars["FLUFFY_RUNTIME_ADAPTER"] = buildOnce(t, "../../builtin-plugins/runtime-docker")
+	c.vars["DOCKER_HOST"] = os.Getenv("DOCKER_HOST")
 	return c
 }
 
@@ -94,6 +119,54 @@ func TestConformanceRunReportsAndExitCode(t *testing.T) {
 	}
 	if _, errOut, code := c.run("conformance", "run", bad, "--profile", "nope"); code == 0 || !strings.Contains(errOut, "CONFORMANCE_UNKNOWN_PROFILE") {
 		t.Fatalf("bad profile: %d %s", code, errOut)
+	}
+}
+
+// A skipped MUST item means "not certified" (issue 9.4): without the
+// sandbox the sandbox items are not checked, and the text, the JUnit
+// report and the exit code all say so.
+func TestConformanceRunWithoutSandboxIsNotCertified(t *testing.T) {
+	c := plainCLI(t)
+	good := buildPlugin(t, "../../pluginsdk/examples/wordcount", "../../pluginsdk/examples/wordcount/plugin.yaml")
+	ju := filepath.Join(t.TempDir(), "r.xml")
+	out, errOut, code := c.run("conformance", "run", good, "--junit", ju)
+	if code != 1 || !strings.Contains(out, "SKIP  CORE-SANDBOX-001") || !strings.Contains(out, "NOT CERTIFIED (MUST not checked: CORE-SANDBOX-001, CORE-SANDBOX-002)") || !strings.Contains(errOut, "CONFORMANCE_NOT_CERTIFIED") {
+		t.Fatalf("run without the sandbox: %d\n%s\n%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(ju)
+	if err != nil || !strings.Contains(string(b), `type="MUST not checked"`) {
+		t.Fatalf("JUnit does not fail the skipped MUST items: %v\n%s", err, b)
+	}
+}
+
+// A weaker run never replaces a stronger certification (issue 9.4): after
+// install (core+tool), a `--profile core` run is recorded beside it and
+// `plugin info` shows both.
+func TestCertificationPerProfile(t *testing.T) {
+	c := conformanceCLI(t)
+	good := buildPlugin(t, "../../pluginsdk/examples/wordcount", "../../pluginsdk/examples/wordcount/plugin.yaml")
+	if _, errOut, code := c.run("plugin", "install", good, "--yes"); code != 0 {
+		t.Fatalf("install: %s", errOut)
+	}
+	if out, errOut, code := c.run("conformance", "run", good, "--profile", "core"); code != 0 || !strings.Contains(out, "certification recorded") {
+		t.Fatalf("core run: %d\n%s\n%s", code, out, errOut)
+	}
+	out, _, _ := c.run("plugin", "info", "wordcount", "--json")
+	var vs []registry.Record
+	if err := json.Unmarshal([]byte(out), &vs); err != nil || len(vs) != 1 {
+		t.Fatalf("info --json: %v\n%s", err, out)
+	}
+	rec := vs[0]
+	if rec.Certification == nil || strings.Join(rec.Certification.Profiles, "+") != "core+tool" || len(rec.Certifications) != 2 {
+		t.Fatalf("the core-only run replaced the core+tool certification: %+v\nall: %+v", rec.Certification, rec.Certifications)
+	}
+	out, _, _ = c.run("plugin", "info", "wordcount")
+	if !strings.Contains(out, "profiles core+tool") || !strings.Contains(out, "also: PASSED — suite") || !strings.Contains(out, "profiles core,") {
+		t.Fatalf("info does not show both certifications:\n%s", out)
+	}
+	out, _, _ = c.run("plugin", "list")
+	if !strings.Contains(out, "core+tool") {
+		t.Fatalf("list does not say which profiles are certified:\n%s", out)
 	}
 }
 

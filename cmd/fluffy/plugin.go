@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -320,12 +321,24 @@ func ints(vs []int) string {
 	return strings.Join(s, ",")
 }
 
+// certLine is one recorded certification in a line.
+func certLine(c registry.Certification, sha string) string {
+	v := "PASSED"
+	if !c.Passed {
+		v = "NOT PASSED (" + strings.Join(append(slices.Clone(c.Failed), c.Skipped...), ", ") + ")"
+	}
+	if !strings.EqualFold(c.SHA256, sha) {
+		v += " for sha256 " + c.SHA256 + ", not the stored binary"
+	}
+	return fmt.Sprintf("%s — suite %s, profiles %s, %s", v, c.SuiteVersion, strings.Join(c.Profiles, "+"), c.At.Format("2006-01-02 15:04"))
+}
+
 func certShort(c *registry.Certification) string {
 	switch {
 	case c == nil:
 		return "-"
 	case c.Passed:
-		return "yes (suite " + c.SuiteVersion + ")"
+		return "yes (suite " + c.SuiteVersion + ", " + strings.Join(c.Profiles, "+") + ")"
 	case c.Forced:
 		return "FORCED"
 	}
@@ -381,6 +394,9 @@ func pluginInfo(e *env, args []string) error {
 		verdict := "PASSED"
 		if !c.Passed {
 			verdict = "FAILED"
+			if len(c.Failed) == 0 {
+				verdict = "NOT CERTIFIED"
+			}
 			if c.Forced {
 				verdict += " (installed with --force)"
 			}
@@ -392,8 +408,17 @@ func pluginInfo(e *env, args []string) error {
 		if len(c.Failed) > 0 {
 			fmt.Fprintf(w, "  failed MUST items: %s\n", strings.Join(c.Failed, ", "))
 		}
+		if len(c.Skipped) > 0 {
+			fmt.Fprintf(w, "  MUST items not checked: %s\n", strings.Join(c.Skipped, ", "))
+		}
 		if c.Summary != "" {
 			fmt.Fprintf(w, "  %s\n", textsafe.Line(c.Summary, 1000))
+		}
+		for _, o := range r.Certifications {
+			if o.SuiteVersion == c.SuiteVersion && o.SHA256 == c.SHA256 && strings.Join(o.Profiles, "+") == strings.Join(c.Profiles, "+") {
+				continue
+			}
+			fmt.Fprintf(w, "  also: %s\n", certLine(o, r.SHA256))
 		}
 	} else {
 		fmt.Fprintln(w, "Certification: none")

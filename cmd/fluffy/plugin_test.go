@@ -11,7 +11,7 @@ import (
 )
 
 func TestPluginLifecycleCLI(t *testing.T) {
-	c := conformanceCLI(t) // certifies as a plain process (FLUFFY_SANDBOX=none); in a container: consent_test.go
+	c := conformanceCLI(t) // certifies in the L2 sandbox
 	src := buildPlugin(t, "../../pluginsdk/examples/wordcount", "../../pluginsdk/examples/wordcount/plugin.yaml")
 
 	// Third-party, no TTY, no --yes: refused with an explanation, nothing stored.
@@ -98,7 +98,7 @@ func TestPluginLifecycleCLI(t *testing.T) {
 }
 
 func TestPluginInstallRejectsBrokenManifest(t *testing.T) {
-	c := conformanceCLI(t) // certifies as a plain process (FLUFFY_SANDBOX=none); in a container: consent_test.go
+	c := conformanceCLI(t) // certifies in the L2 sandbox
 	src := buildPlugin(t, "../../pluginsdk/examples/wordcount", "../../pluginsdk/examples/wordcount/plugin.yaml")
 	man := filepath.Join(src, "plugin.yaml")
 	b, _ := os.ReadFile(man)
@@ -122,7 +122,7 @@ func TestPluginInstallRejectsBrokenManifest(t *testing.T) {
 }
 
 func TestPluginDowngradeAndChecksum(t *testing.T) {
-	c := conformanceCLI(t) // certifies as a plain process (FLUFFY_SANDBOX=none); in a container: consent_test.go
+	c := conformanceCLI(t) // certifies in the L2 sandbox
 	src := buildPlugin(t, "../../pluginsdk/examples/wordcount", "../../pluginsdk/examples/wordcount/plugin.yaml")
 	if _, errOut, code := c.run("plugin", "install", src, "--yes"); code != 0 {
 		t.Fatal(errOut)
@@ -147,7 +147,7 @@ func TestPluginDowngradeAndChecksum(t *testing.T) {
 }
 
 func TestThirdPartyCannotClaimCore(t *testing.T) {
-	c := conformanceCLI(t) // certifies as a plain process (FLUFFY_SANDBOX=none); in a container: consent_test.go
+	c := conformanceCLI(t) // certifies in the L2 sandbox
 	src := buildPlugin(t, "../../pluginsdk/examples/wordcount", "../../pluginsdk/examples/wordcount/plugin.yaml")
 	man := filepath.Join(src, "plugin.yaml")
 	b, _ := os.ReadFile(man)

@@ -3,6 +3,7 @@ package fakes
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,6 +34,7 @@ type Server struct {
 	mu       sync.Mutex
 	scenario string
 	requests []string // paths
+	conns    int      // TCP connections accepted
 	closed   chan struct{}
 }
 
@@ -42,8 +44,26 @@ func New() *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.openai)
 	mux.HandleFunc("POST /v1/messages", s.anthropic)
-	s.srv = httptest.NewServer(mux)
+	s.srv = httptest.NewUnstartedServer(mux)
+	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.mu.Lock()
+			s.conns++
+			s.mu.Unlock()
+		}
+	}
+	s.srv.Start()
 	return s
+}
+
+// Target is the server's host:port, as a CONNECT proxy is asked for it.
+func (s *Server) Target() string { return s.srv.Listener.Addr().String() }
+
+// Conns is how many TCP connections the server has accepted so far.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns
 }
 
 // URL is the server's root URL (http://127.0.0.1:port).

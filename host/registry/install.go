@@ -183,7 +183,7 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 		if err != nil {
 			return Record{}, fmt.Errorf("certify %s: %w", m.Name, err)
 		}
-		rec.Certification = &cert
+		rec.AddCertification(cert)
 		if !strings.EqualFold(cert.SHA256, rec.SHA256) {
 			// The binary changed between consent and certification.
 			err := uerr.New(CodeTampered, fmt.Sprintf("%s changed while it was being installed", m.Name),
@@ -195,16 +195,17 @@ func (r *Registry) Install(ctx context.Context, src string, o InstallOptions) (R
 		if !cert.Passed {
 			if !o.Force {
 				err := uerr.New(CodeCertification, fmt.Sprintf("%s failed certification", m.Name),
-					"MUST items failed: "+strings.Join(cert.Failed, ", ")+" — "+cert.Summary,
+					unmetWhy(cert),
 					fmt.Sprintf("run `fluffy conformance run %s` for the full report; fix the plugin, or install with --force (needs review, recorded in the audit log)", src))
 				r.reject(ctx, manifestPath, m, err)
 				return Record{}, err
 			}
 			cert.Forced = true
-			rec.Certification = &cert
+			rec.Certifications = nil
+			rec.AddCertification(cert)
 			if builtin {
 				// A builtin needs no approval, unless it failed certification.
-				notes = append(notes, "certification FAILED ("+strings.Join(cert.Failed, ", ")+"); installing anyway because of --force")
+				notes = append(notes, "certification FAILED ("+strings.Join(append(slices.Clone(cert.Failed), cert.Skipped...), ", ")+"); installing anyway because of --force")
 				if err := r.consent(o, m, src, &rec, grantable, notes); err != nil {
 					return Record{}, err
 				}
@@ -436,7 +437,7 @@ func (r *Registry) Scan(ctx context.Context, dir string, builtinDirs []string) (
 		}
 		if gerr == nil && prev.SHA256 == rec.SHA256 {
 			// Keep what the user decided (disabled) and when it arrived.
-			rec.State, rec.Reason, rec.InstalledAt, rec.Certification, rec.GrantedTags = prev.State, prev.Reason, prev.InstalledAt, prev.Certification, prev.GrantedTags
+			rec.State, rec.Reason, rec.InstalledAt, rec.Certification, rec.Certifications, rec.GrantedTags = prev.State, prev.Reason, prev.InstalledAt, prev.Certification, prev.Certifications, prev.GrantedTags
 			rec.Tags = rec.effectiveTags()
 		}
 		if err := r.put(pluginKey(m.Name, m.Version), rec); err != nil {
@@ -465,9 +466,23 @@ func (r *Registry) get(name, version string) (Record, error) {
 	return Record{}, uerr.New(CodeNotFound, name+"@"+version+" is not installed", "", "")
 }
 
-// SetCertification stores a certification on an installed version.
+// SetCertification records a certification on an installed version (see
+// Record.AddCertification: one verdict per suite version, profile set and
+// sha256; a weaker run never replaces a stronger one).
 func (r *Registry) SetCertification(ctx context.Context, name, version string, c Certification) error {
-	return r.update(ctx, name, version, func(rec *Record) { rec.Certification = &c })
+	return r.update(ctx, name, version, func(rec *Record) { rec.AddCertification(c) })
+}
+
+// unmetWhy says which MUST items keep a certification from passing.
+func unmetWhy(c Certification) string {
+	var parts []string
+	if len(c.Failed) > 0 {
+		parts = append(parts, "MUST items failed: "+strings.Join(c.Failed, ", "))
+	}
+	if len(c.Skipped) > 0 {
+		parts = append(parts, "MUST items not checked: "+strings.Join(c.Skipped, ", "))
+	}
+	return strings.Join(parts, "; ") + " — " + c.Summary
 }
 
 // Grant gives tag to every installed version of name, on the user's word

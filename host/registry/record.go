@@ -2,6 +2,7 @@ package registry
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
@@ -96,16 +97,21 @@ func EffectiveTags(builtin bool, requested, granted []string) []string {
 	return out
 }
 
-// Certification is the conformance suite's verdict on one binary.
+// Certification is the conformance suite's verdict on one binary, for one
+// set of profiles, by one suite version. Passed means every MUST item of
+// those profiles that applies passed: none failed, none was skipped.
 type Certification struct {
-	SuiteVersion string    `json:"suite_version"`
-	SHA256       string    `json:"sha256"`
-	Passed       bool      `json:"passed"`
-	Profiles     []string  `json:"profiles"`
-	Failed       []string  `json:"failed,omitempty"` // IDs of failed MUST items
-	Forced       bool      `json:"forced,omitempty"` // installed with --force despite failures
-	At           time.Time `json:"at"`
-	Summary      string    `json:"summary"`
+	SuiteVersion string   `json:"suite_version"`
+	SHA256       string   `json:"sha256"`
+	Passed       bool     `json:"passed"`
+	Profiles     []string `json:"profiles"`
+	Failed       []string `json:"failed,omitempty"`  // IDs of failed MUST items
+	Skipped      []string `json:"skipped,omitempty"` // IDs of MUST items not checked
+	// Sandbox says where the plugin ran ("container (every item)", …).
+	Sandbox string    `json:"sandbox,omitempty"`
+	Forced  bool      `json:"forced,omitempty"` // installed with --force despite failures
+	At      time.Time `json:"at"`
+	Summary string    `json:"summary"`
 }
 
 // Record is what the registry knows about one plugin version, or about one
@@ -136,14 +142,59 @@ type Record struct {
 	// Source is the path it was installed from.
 	Source string `json:"source,omitempty"`
 	// Reason explains REJECTED and DISABLED.
-	Reason        string         `json:"reason,omitempty"`
-	ErrorCode     string         `json:"error_code,omitempty"`
-	Tools         []string       `json:"tools,omitempty"`
-	Capabilities  []string       `json:"required_capabilities,omitempty"`
-	Template      string         `json:"sandbox_template,omitempty"`
+	Reason       string   `json:"reason,omitempty"`
+	ErrorCode    string   `json:"error_code,omitempty"`
+	Tools        []string `json:"tools,omitempty"`
+	Capabilities []string `json:"required_capabilities,omitempty"`
+	Template     string   `json:"sandbox_template,omitempty"`
+	// Certification is the strongest of Certifications (see
+	// AddCertification): the one install, `plugin list` and the audit log
+	// speak of.
 	Certification *Certification `json:"certification,omitempty"`
-	InstalledAt   time.Time      `json:"installed_at"`
-	UpdatedAt     time.Time      `json:"updated_at"`
+	// Certifications holds one verdict per (suite version, profiles,
+	// sha256): a run never overwrites a run of another scope.
+	Certifications []Certification `json:"certifications,omitempty"`
+	InstalledAt    time.Time       `json:"installed_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+}
+
+// sameScope reports whether a and b certify the same thing: the same
+// binary, the same profile set, the same suite version.
+func sameScope(a, b Certification) bool {
+	pa, pb := slices.Clone(a.Profiles), slices.Clone(b.Profiles)
+	slices.Sort(pa)
+	slices.Sort(pb)
+	return a.SuiteVersion == b.SuiteVersion && strings.EqualFold(a.SHA256, b.SHA256) && slices.Equal(pa, pb)
+}
+
+// AddCertification records c: it replaces an earlier verdict of the same
+// scope (suite version, profile set, sha256) and keeps every other. The
+// record's Certification becomes the strongest verdict for the recorded
+// binary: the one covering the most profiles, the most recent among equals.
+// So a `--profile core` run never replaces a core+tool certification, and
+// a newer run of the same scope replaces the older one, pass or fail.
+func (r *Record) AddCertification(c Certification) {
+	if r.Certification != nil && !slices.ContainsFunc(r.Certifications, func(x Certification) bool { return sameScope(x, *r.Certification) }) {
+		// A record written before Certifications existed.
+		r.Certifications = append(r.Certifications, *r.Certification)
+	}
+	r.Certifications = slices.DeleteFunc(r.Certifications, func(x Certification) bool { return sameScope(x, c) })
+	r.Certifications = append(r.Certifications, c)
+	var best *Certification
+	for i := range r.Certifications {
+		x := &r.Certifications[i]
+		if r.SHA256 != "" && !strings.EqualFold(x.SHA256, r.SHA256) {
+			continue
+		}
+		if best == nil || len(x.Profiles) > len(best.Profiles) || (len(x.Profiles) == len(best.Profiles) && !x.At.Before(best.At)) {
+			best = x
+		}
+	}
+	if best == nil {
+		best = &r.Certifications[len(r.Certifications)-1]
+	}
+	b := *best
+	r.Certification = &b
 }
 
 // HasTag reports whether the record carries tag.
