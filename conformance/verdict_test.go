@@ -12,7 +12,9 @@ import (
 // report, JUnit and the stored certification say the same; a skipped
 // SHOULD and an item that does not apply change nothing.
 func TestSkippedMUSTIsNotCertified(t *testing.T) {
-	item := func(id string, l Level) Item { return Item{ID: id, Level: l, Profile: ProfileCore, Statement: "s", Source: "x"} }
+	item := func(id string, l Level) Item {
+		return Item{ID: id, Level: l, Profile: ProfileCore, Statement: "s", Source: "x"}
+	}
 	for _, c := range []struct {
 		name      string
 		results   []Result
