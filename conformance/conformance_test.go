@@ -5,8 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -260,12 +264,75 @@ func TestReportFormats(t *testing.T) {
 
 // Plugin authors run the same suite from their own go test.
 func TestPluginTestHelper(t *testing.T) {
-	options(t, 0) // fail here, not inside the helper, if Docker is required but missing
+	needDocker(t)
+	if os.Getenv("FLUFFY_RUNTIME_ADAPTER") == "" {
+		t.Setenv("FLUFFY_RUNTIME_ADAPTER", bins.adapter)
+	}
 	rep := plugintest.Conformance(t, "../pluginsdk/examples/wordcount", "../pluginsdk/examples/wordcount/plugin.yaml")
 	if !rep.Passed() || rep.Plugin != "wordcount" {
 		t.Fatalf("wordcount: %s", rep.Summary())
 	}
 	if r, _ := rep.Result("CORE-SHUTDOWN-002"); r.Status != conformance.Pass {
 		t.Fatalf("stub kernel not wired: %+v", r)
+	}
+}
+
+// recTB records what a plugintest helper reports instead of failing the
+// test; Fatalf ends the helper's goroutine as testing.T's does.
+type recTB struct {
+	testing.TB
+	mu     sync.Mutex
+	fatal  []string
+	errors []string
+}
+
+func (r *recTB) Helper()             {}
+func (r *recTB) Logf(string, ...any) {}
+func (r *recTB) Errorf(f string, a ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprintf(f, a...))
+}
+func (r *recTB) Fatalf(f string, a ...any) {
+	r.mu.Lock()
+	r.fatal = append(r.fatal, fmt.Sprintf(f, a...))
+	r.mu.Unlock()
+	runtime.Goexit()
+}
+
+func runTB(t *testing.T, f func(tb testing.TB) *conformance.Report) (*recTB, *conformance.Report) {
+	r := &recTB{TB: t}
+	var rep *conformance.Report
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rep = f(r)
+	}()
+	<-done
+	return r, rep
+}
+
+// Without the L2 sandbox the author's test fails and says how to fix it
+// (issue 9.4: it used to skip the sandbox items and stay green); the
+// explicit opt-out runs the rest and reports NOT CERTIFIED.
+func TestPluginTestHelperNeedsTheSandbox(t *testing.T) {
+	if os.Getenv(conformance.EnvRequireDocker) != "" {
+		t.Setenv(conformance.EnvRequireDocker, "")
+	}
+	t.Setenv("FLUFFY_RUNTIME_ADAPTER", filepath.Join(t.TempDir(), "missing"))
+	r, _ := runTB(t, func(tb testing.TB) *conformance.Report {
+		return plugintest.Conformance(tb, "../pluginsdk/examples/wordcount", "../pluginsdk/examples/wordcount/plugin.yaml")
+	})
+	if len(r.fatal) != 1 || !strings.Contains(r.fatal[0], "cannot be certified") || !strings.Contains(r.fatal[0], "ConformanceWithoutSandbox") {
+		t.Fatalf("without the adapter: fatal %q, errors %q", r.fatal, r.errors)
+	}
+	r, rep := runTB(t, func(tb testing.TB) *conformance.Report {
+		return plugintest.ConformanceWithoutSandbox(tb, "../pluginsdk/examples/wordcount", "../pluginsdk/examples/wordcount/plugin.yaml")
+	})
+	if len(r.fatal)+len(r.errors) != 0 || rep == nil || rep.Passed() || strings.Join(rep.SkippedMUST(), ",") != "CORE-SANDBOX-001,CORE-SANDBOX-002" {
+		t.Fatalf("opted out: fatal %q, errors %q, report %+v", r.fatal, r.errors, rep)
+	}
+	if !strings.HasPrefix(rep.Summary(), "NOT CERTIFIED") {
+		t.Fatalf("opted out, the report says %q", rep.Summary())
 	}
 }

@@ -5,10 +5,18 @@
 // supervisor with scratch directories, the reports (text, JSON, JUnit XML)
 // and the conversion of a report into the registry's certification record.
 //
+// A report's verdict is "certified" only when every MUST item that applies
+// passed: a skipped MUST (not checked) counts against the plugin like a
+// failed one; items that do not apply are "n/a".
+//
 // Hostile behaviour is tested for real: the plugin runs as a plain child
 // process for the behavioural items (so a path escape or a workspace write
-// is observed, not contained) and inside its L2 container for the
-// sandbox-fitness items; runtime adapters run in the kernel's adapter jail
+// is observed, not contained), or with Options.Contained every item in its
+// L2 container, and inside its L2 container for the sandbox-fitness items
+// (whose promises are checked on the running container: engine view and
+// /proc). Provider plugins reach the fake upstream only through the
+// kernel's CONNECT proxy (sandbox.StartProxy, or the container launcher's
+// own), and every tunnel is counted against the upstream's connections; runtime adapters run in the kernel's adapter jail
 // (bubblewrap with only the engine socket) and the runtime profile drives
 // real containers from the L2 base image through them, checking each by the
 // engine's own view (the suite's own Docker client, which also removes

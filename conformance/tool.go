@@ -285,7 +285,19 @@ func (p *probe) pathTools() []pathTool {
 		if !ok {
 			continue
 		}
-		if prop := findProp(s, pathProps); prop != "" {
+		prop := findProp(s, pathProps)
+		if prop == "" {
+			// A path argument the manifest declares (`paths:`), if it is a
+			// top-level string.
+			var names []string
+			for _, d := range t.Paths {
+				if !strings.ContainsAny(d.Arg, ".[") {
+					names = append(names, d.Arg)
+				}
+			}
+			prop = findProp(s, names)
+		}
+		if prop != "" {
 			out = append(out, pathTool{name: t.Name, prop: prop, content: findProp(s, contentProps), schema: s, mode: t.OutputMode})
 		}
 	}
@@ -371,7 +383,9 @@ func checkToolPatch(ctx context.Context, p *probe) outcome {
 		if !slices.ContainsFunc(p.m.Tools, func(t manifests.Tool) bool { return t.OutputMode == manifests.OutputPatch }) {
 			return na("no tool declares output_mode patch")
 		}
-		return skip("no patch-mode tool with a path and a content parameter to exercise")
+		// The item is exercised by asking for a known change of a known
+		// file; a patch tool without both arguments cannot be asked that.
+		return na("no patch-mode tool takes both a path (%s, or declared in paths:) and a content argument (%s)", strings.Join(pathProps, ", "), strings.Join(contentProps, ", "))
 	}
 	want := "hello\nconformance\nworld\n"
 	res, err := p.callTool(ctx, pt.name, argsFor(pt.schema, map[string]any{pt.prop: "README.md", pt.content: want}))

@@ -112,9 +112,11 @@ func TestConformanceRunReportsAndExitCode(t *testing.T) {
 		t.Fatalf("junit report: %v", err)
 	}
 
-	bad := brokenPlugin(t, "tool-escape")
+	// In its container a path escape or a workspace write is prevented,
+	// not observed; a patch that is not a diff fails there too.
+	bad := brokenPlugin(t, "tool-badpatch")
 	out, errOut, code = c.run("conformance", "run", bad)
-	if code != 1 || !strings.Contains(out, "FAIL  TOOL-PATH-001") || !strings.Contains(errOut, "CONFORMANCE_FAILED") {
+	if code != 1 || !strings.Contains(out, "FAIL  TOOL-PATCH-001") || !strings.Contains(errOut, "CONFORMANCE_FAILED") {
 		t.Fatalf("run broken: %d\n%s\n%s", code, out, errOut)
 	}
 	if _, errOut, code := c.run("conformance", "run", bad, "--profile", "nope"); code == 0 || !strings.Contains(errOut, "CONFORMANCE_UNKNOWN_PROFILE") {
@@ -174,12 +176,12 @@ func TestCertificationPerProfile(t *testing.T) {
 // --force installs it with the failure recorded as forced; info shows it.
 func TestInstallCertifies(t *testing.T) {
 	c := conformanceCLI(t)
-	bad := brokenPlugin(t, "tool-wswrite")
+	bad := brokenPlugin(t, "tool-badpatch")
 	_, errOut, code := c.run("plugin", "install", bad, "--yes")
-	if code == 0 || !strings.Contains(errOut, "REGISTRY_CERTIFICATION_FAILED") || !strings.Contains(errOut, "TOOL-WRITE-001") {
+	if code == 0 || !strings.Contains(errOut, "REGISTRY_CERTIFICATION_FAILED") || !strings.Contains(errOut, "TOOL-PATCH-001") {
 		t.Fatalf("install broken: %d\n%s", code, errOut)
 	}
-	if _, err := os.Stat(filepath.Join(c.home, "plugins", "tool-wswrite")); err == nil {
+	if _, err := os.Stat(filepath.Join(c.home, "plugins", "tool-badpatch")); err == nil {
 		t.Fatal("refused plugin was stored")
 	}
 	out, errOut, code := c.run("plugin", "install", bad, "--yes", "--force", "--json")
@@ -187,11 +189,11 @@ func TestInstallCertifies(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rec) != nil || rec.Certification == nil || !rec.Certification.Forced || rec.Certification.Passed {
 		t.Fatalf("forced install: %d\n%s\n%s", code, out, errOut)
 	}
-	if len(rec.Certification.Failed) != 1 || rec.Certification.Failed[0] != "TOOL-WRITE-001" || rec.Certification.SHA256 != rec.SHA256 {
+	if len(rec.Certification.Failed) != 1 || rec.Certification.Failed[0] != "TOOL-PATCH-001" || rec.Certification.SHA256 != rec.SHA256 {
 		t.Fatalf("certification: %+v", rec.Certification)
 	}
-	out, _, _ = c.run("plugin", "info", "tool-wswrite")
-	if !strings.Contains(out, "Certification:") || !strings.Contains(out, "TOOL-WRITE-001") {
+	out, _, _ = c.run("plugin", "info", "tool-badpatch")
+	if !strings.Contains(out, "Certification:") || !strings.Contains(out, "TOOL-PATCH-001") {
 		t.Fatalf("info: %s", out)
 	}
 
