@@ -75,11 +75,14 @@ func (w *Watcher) Check() bool {
 		return false
 	}
 	sum := sha256.Sum256(data)
-	if h := hex.EncodeToString(sum[:]); h == w.hash {
-		return false
-	} else {
+	h := hex.EncodeToString(sum[:])
+	if h == w.hash || h == w.engine.Policy().Hash {
+		// Unchanged, or already in force (written and swapped in by the
+		// kernel itself, e.g. an approved review's "always").
 		w.hash = h
+		return false
 	}
+	w.hash = h
 	p, err := Load(w.path, data)
 	if w.OnReload != nil {
 		w.OnReload(p, err)

@@ -55,8 +55,11 @@ type Options struct {
 	NetworkAuditor sandbox.Auditor
 	// Progress receives one line per slow start-up step and plugin progress.
 	Progress func(string)
-	// Policy judges plugin callbacks; nil loads the project's policy.
-	Policy *policy.Engine
+	// Policy judges plugin callbacks; nil loads the project's policy and
+	// reloads it when its file changes (every PolicyReloadInterval,
+	// default 1 s).
+	Policy               *policy.Engine
+	PolicyReloadInterval time.Duration
 	// BuiltinDirs are fluffy's own plugin directories (bin/plugins beside
 	// the binary); the kernel discovers them at start so builtin plugins
 	// work without an install. Missing directories are ignored.
@@ -102,6 +105,9 @@ type Kernel struct {
 	// caller of the kernel tools the model asks for).
 	provider     string
 	pluginConfig map[string][]byte
+	// stopPolicyWatch ends the project policy's hot reload (nil when the
+	// caller supplied the engine).
+	stopPolicyWatch func()
 	// gateState reads the session's workflow state (set by the task
 	// runner): the policy sees it at ingest as state_machine_state.
 	gateState   atomic.Pointer[func() string]
@@ -173,6 +179,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		o.Getenv = os.Getenv
 	}
 	k := &Kernel{db: db, log: o.Logger.Named("kernel"), workspace: o.Workspace, home: o.Home, progress: o.Progress, sessionMode: o.SessionMode, pluginConfig: o.PluginConfig}
+	watchPolicy := false
 	if o.Policy == nil {
 		p, err := policy.LoadProject(o.Workspace)
 		if err != nil {
@@ -180,6 +187,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 			return nil, err
 		}
 		o.Policy = policy.NewEngine(p, policy.Options{Logger: o.Logger})
+		watchPolicy = true
 	}
 	k.Policy = o.Policy
 	if k.HomeAudit, err = audit.Open(ctx, audit.Options{DB: db, Logger: o.Logger}); err != nil {
@@ -210,6 +218,9 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	}
 	if _, err := k.Audit.ApplyRetention(ctx); err != nil {
 		k.log.Warn("audit retention failed", "error", err)
+	}
+	if watchPolicy {
+		k.watchPolicy(policy.ProjectPath(o.Workspace), o.PolicyReloadInterval)
 	}
 	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger, Auditor: Auditor{Log: k.HomeAudit, Logger: o.Logger}})
 	if o.NetworkAuditor == nil {
@@ -368,6 +379,9 @@ func (k *Kernel) PluginEvent(spec supervisor.Spec, instanceID, event string, cau
 
 // Close stops every plugin and closes the database.
 func (k *Kernel) Close() {
+	if k.stopPolicyWatch != nil {
+		k.stopPolicyWatch()
+	}
 	if k.Scheduler != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = k.Scheduler.Close(ctx)
