@@ -12,8 +12,10 @@ import (
 	"sync"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -196,6 +198,19 @@ func (t *Tasks) always(ctx context.Context, p *proposal) (bool, string) {
 		return fail(err)
 	}
 	if !ap.Approved {
+		// A refused change is a security decision too: the record says
+		// what was proposed and that the person said no.
+		reason := "the person rejected the proposed change"
+		if ap.Note != "" {
+			reason += ": " + textsafe.Line(ap.Note, 300)
+		}
+		if _, err := t.k.Audit.Append(ctx, audit.Event{
+			Type: audit.EventPolicyUpdate, Caller: "user", SyscallType: "policy.update", SessionID: t.sessionID(),
+			PolicyDecision: audit.DecisionDenied, DenyReason: reason,
+			Metadata: map[string]string{"path": a.path, "via": "review: always", "proposed": strings.Join(rules, ", "), "old_hash": a.engine.Policy().Hash},
+		}); err != nil {
+			t.log.Warn("cannot audit a rejected policy update", "error", err)
+		}
 		return false, "approved once; the proposed policy change was rejected"
 	}
 	if err := a.apply(ctx, p, t.sessionID()); err != nil {

@@ -219,8 +219,8 @@ func TestAlwaysBecomesAReviewedPolicyUpdate(t *testing.T) {
 				if !bytes.Equal(before, after) {
 					t.Fatalf("a rejected policy update changed the file:\n%s", after)
 				}
-				if len(updates) != 0 {
-					t.Errorf("a rejected policy update was recorded as applied: %+v", updates)
+				if len(updates) != 1 || updates[0].PolicyDecision != audit.DecisionDenied || updates[0].Metadata["via"] != "review: always" || !strings.Contains(updates[0].Metadata["proposed"], "docs-review") {
+					t.Errorf("a rejected policy update must be audited as refused, once: %+v", updates)
 				}
 				_, seen = f.call(t, "docs/a.md", once)
 				if len(seen) != 1 {
