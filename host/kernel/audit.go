@@ -58,16 +58,24 @@ func (a Auditor) RecordPluginEvent(ctx context.Context, event string, rec regist
 	return err
 }
 
+// certSummary says what a certification established: a run where no MUST
+// failed but some were not checked is "not-certified", not "failed"
+// (suite 2.0.0: a skipped MUST means not certified).
 func certSummary(c *registry.Certification) string {
-	switch {
-	case c == nil:
+	if c == nil {
 		return "none"
-	case c.Passed:
-		return "passed"
-	case c.Forced:
-		return "failed-forced"
 	}
-	return "failed"
+	if c.Passed {
+		return "passed"
+	}
+	s := "failed"
+	if len(c.Failed) == 0 && len(c.Skipped) > 0 {
+		s = "not-certified"
+	}
+	if c.Forced {
+		s += "-forced"
+	}
+	return s
 }
 
 // NetworkRequest implements sandbox.Auditor: every proxied request, allowed
