@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 
@@ -120,24 +119,11 @@ func runREPL(e *env, f taskFlags) int {
 
 // review implements reviewer: the answer is typed at a review prompt.
 func (rp *repl) review(ctx context.Context, rv *agent.ReviewEvent) (daemon.ReviewResponse, error) {
-	for {
-		line, err := rp.ln.Prompt("review> ")
-		if err != nil {
-			return daemon.ReviewResponse{Decision: "reject", Reason: "review prompt closed"}, nil
-		}
-		resp, perr := parseReviewAnswer(strings.TrimSpace(line))
-		if perr == nil && resp.Decision == "approve" && resp.Scope != "once" && !slices.Contains(rv.Scopes, resp.Scope) {
-			// Asked here again rather than refused by the kernel, which
-			// would leave the review waiting.
-			perr = uerr.New("REVIEW_SCOPE_UNSUPPORTED", fmt.Sprintf("%q is not offered for this review", resp.Scope),
-				fmt.Sprintf("this %s review offers: %s", rv.Kind, orDash(strings.Join(rv.Scopes, ", "))), "answer /approve, with a scope it offers, or /reject")
-		}
-		if perr != nil {
-			fmt.Fprint(rp.e.stderr, uerr.From(perr).Render())
-			continue
-		}
-		return resp, nil
+	resp, err := askReview(func() (string, error) { return rp.ln.Prompt("review> ") }, rp.e.stderr, rv)
+	if err != nil {
+		return daemon.ReviewResponse{Decision: "reject", Reason: "review prompt closed"}, nil
 	}
+	return resp, nil
 }
 
 // slash runs one /command; it reports whether to leave.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -167,7 +168,9 @@ func (s *session) runTask(ctx context.Context, p daemon.TaskParams, render func(
 			}
 			resp, err := rev.review(tctx, rv)
 			if err != nil {
-				continue
+				// No answer can come (the input ended): say no rather than
+				// leave the kernel waiting on the review.
+				resp = daemon.ReviewResponse{Decision: "reject", Reason: "the review prompt closed before an answer"}
 			}
 			resp.ReviewID, resp.Session = rv.ID, p.Session
 			if err := s.call(ctx, daemon.MethodReviewRespond, resp, nil); err != nil {
@@ -191,12 +194,37 @@ type lineReviewer struct {
 }
 
 func (l lineReviewer) review(_ context.Context, rv *agent.ReviewEvent) (daemon.ReviewResponse, error) {
-	fmt.Fprint(l.out, "review> ")
-	line, err := l.in.ReadString('\n')
-	if err != nil {
-		return daemon.ReviewResponse{}, err
+	return askReview(func() (string, error) {
+		fmt.Fprint(l.out, "review> ")
+		line, err := l.in.ReadString('\n')
+		if err != nil && line == "" {
+			return "", err
+		}
+		return line, nil
+	}, l.out, rv)
+}
+
+// askReview reads answers until one fits the review: a line that is not
+// an answer, or a scope the review does not offer, is explained and asked
+// again here rather than sent to the kernel, which would refuse it and
+// leave the review waiting. It fails only when read does.
+func askReview(read func() (string, error), errw io.Writer, rv *agent.ReviewEvent) (daemon.ReviewResponse, error) {
+	for {
+		line, err := read()
+		if err != nil {
+			return daemon.ReviewResponse{}, err
+		}
+		resp, perr := parseReviewAnswer(strings.TrimSpace(line))
+		if perr == nil && resp.Decision == "approve" && resp.Scope != "once" && !slices.Contains(rv.Scopes, resp.Scope) {
+			perr = uerr.New("REVIEW_SCOPE_UNSUPPORTED", fmt.Sprintf("%q is not offered for this review", resp.Scope),
+				fmt.Sprintf("this %s review offers: %s", rv.Kind, orDash(strings.Join(rv.Scopes, ", "))), "answer /approve, with a scope it offers, or /reject")
+		}
+		if perr != nil {
+			fmt.Fprint(errw, uerr.From(perr).Render())
+			continue
+		}
+		return resp, nil
 	}
-	return parseReviewAnswer(strings.TrimSpace(line))
 }
 
 // parseReviewAnswer reads /approve [FILE…|once|session|always] and
