@@ -67,7 +67,8 @@ func (s *tmuxSession) wait(d time.Duration, what string, cond func(string) bool)
 }
 
 // TestREPLRunsATaskInATerminal is the REPL as a person uses it: fluffy
-// starts, the prompt shows mode and state, a typed task runs to a commit
+// starts, the prompt shows mode and state, Tab completes a slash command
+// and a project path, a typed task runs to a commit
 // with its tool calls and state changes on screen, /status answers, /exit
 // leaves with status 0.
 func TestREPLRunsATaskInATerminal(t *testing.T) {
@@ -87,6 +88,16 @@ func TestREPLRunsATaskInATerminal(t *testing.T) {
 	adapter := filepath.Join(filepath.Dir(fluffy), "plugins", "runtime-docker", "runtime-docker")
 	s := newTmux(t, ws, []string{"FLUFFY_HOME=" + home, "FLUFFY_RUNTIME_ADAPTER=" + adapter, "NO_COLOR=1"}, fluffy, "--l1", "none")
 	s.wait(2*time.Minute, "the prompt", func(sc string) bool { return strings.Contains(sc, "[strict] [idle] >") })
+	// Tab completes slash commands and project paths (Ctrl-U clears the
+	// line again).
+	s.send("/sta", "Tab")
+	s.wait(30*time.Second, "/sta to complete to /status", func(sc string) bool { return strings.Contains(sc, "[strict] [idle] > /status") })
+	s.send("C-u")
+	s.send("look at src/ma", "Tab")
+	s.wait(30*time.Second, "src/ma to complete to the project's src/main.go", func(sc string) bool {
+		return strings.Contains(sc, "> look at src/main.go")
+	})
+	s.send("C-u")
 	s.send("add error handling to parseConfig", "Enter")
 	sc := s.wait(8*time.Minute, "the task to finish", func(sc string) bool {
 		return strings.Contains(sc, "Done.") || strings.Contains(sc, "Failed:") || strings.Contains(sc, "Stopped:")
