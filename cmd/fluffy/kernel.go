@@ -205,6 +205,14 @@ func kernelStop(e *env, args []string) error {
 	if _, err := cl.Call(ctx, "kernel.shutdown", nil, nil); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout, "kernel stopping")
+	// Return once it has exited (its lock is free): a script that stops
+	// the kernel and then moves or deletes the project must not pull the
+	// databases from under a kernel that is still closing them.
+	ws, _ := existingDir(*project)
+	if !waitKernelExit(e, daemon.PathsFor(e.home, ws).Lock) {
+		fmt.Fprintln(e.stdout, "kernel stopping")
+		return nil
+	}
+	fmt.Fprintln(e.stdout, "kernel stopped")
 	return nil
 }

@@ -117,7 +117,7 @@ func sessionResume(e *env, args []string) error {
 		return err
 	}
 	if res.Restart {
-		waitKernelExit(e, s)
+		waitKernelExit(e, s.boot.paths.Lock)
 	}
 	if f.json {
 		return writeJSON(jsonOut{e.stdout}, res)
@@ -134,7 +134,7 @@ func sessionArchive(e *env, args []string) error {
 		return err
 	}
 	if res.Restart {
-		waitKernelExit(e, s)
+		waitKernelExit(e, s.boot.paths.Lock)
 	}
 	if f.json {
 		return writeJSON(jsonOut{e.stdout}, res)
@@ -158,7 +158,7 @@ func sessionNew(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	waitKernelExit(e, s)
+	waitKernelExit(e, s.boot.paths.Lock)
 	if f.json {
 		return writeJSON(jsonOut{e.stdout}, res)
 	}
@@ -169,15 +169,16 @@ func sessionNew(e *env, args []string) error {
 // waitKernelExit waits until the kernel that switched sessions has gone
 // (its lock is free), so the next command starts one on the new current
 // session instead of reaching the exiting one.
-func waitKernelExit(e *env, s *session) {
+func waitKernelExit(e *env, lock string) bool {
 	deadline := time.Now().Add(time.Minute)
-	for !lockFree(s.boot.paths.Lock) {
+	for !lockFree(lock) {
 		if time.Now().After(deadline) {
 			fmt.Fprintln(e.stderr, "warning: the kernel has not exited yet; the next command may still reach it (stop it with `fluffy kernel stop`)")
-			return
+			return false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return true
 }
 
 // runAttach implements `fluffy attach`: follow the project's running (or

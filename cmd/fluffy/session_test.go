@@ -212,4 +212,11 @@ func TestSessionsNewArchiveResume(t *testing.T) {
 	if s := list()[nr.Current]; s.Archived || !s.Current {
 		t.Fatalf("resumed archived session: %+v", s)
 	}
+	// `kernel stop` returns once the kernel has exited: a script may then
+	// delete the project (a kernel still closing its database under a
+	// removed directory retried its flush forever).
+	ws2, _ := existingDir(ws)
+	if out := must("kernel", "stop"); !strings.Contains(out, "kernel stopped") || !lockFree(daemon.PathsFor(home, ws2).Lock) {
+		t.Fatalf("kernel stop returned %q with the kernel still holding its lock", out)
+	}
 }
