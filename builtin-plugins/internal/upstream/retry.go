@@ -2,15 +2,12 @@ package upstream
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // RetryConfig is the "retry" object of the Configure JSON. The SDKs' own
@@ -73,7 +70,7 @@ func (c RetryConfig) Retry(ctx context.Context, log hclog.Logger, attempt func()
 		}
 		wait := b.NextBackOff()
 		if wait == backoff.Stop {
-			return spent(err, n)
+			return err
 		}
 		if ri.After > wait {
 			if ri.After > time.Duration(c.MaxWaitMS)*time.Millisecond {
@@ -90,20 +87,4 @@ func (c RetryConfig) Retry(ctx context.Context, log hclog.Logger, attempt func()
 		case <-t.C:
 		}
 	}
-}
-
-// spent marks a failure the plugin already retried until its budget ran
-// out as not retryable, with the attempts in its reason: the agent loop
-// retries retryable turn errors itself, and retrying spent retries again
-// multiplied the requests a failing upstream received (3 × 4 = 12).
-func spent(err error, attempts int) error {
-	var ri *provider.RetryInfo
-	if attempts < 2 || !errors.As(err, &ri) {
-		return err
-	}
-	ri.Retryable = false
-	if ue, ok := uerr.As(err); ok {
-		ue.Why = fmt.Sprintf("%s (fluffy tried %d times, with backoff)", ue.Why, attempts)
-	}
-	return err
 }
