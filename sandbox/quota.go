@@ -30,12 +30,13 @@ const (
 	entryBytes = 512
 	// quotaInterval is how often a sandbox's writable directories are
 	// measured at most; quotaMaxInterval at least (see watchQuota).
-	quotaInterval    = 100 * time.Millisecond
+	quotaInterval    = 20 * time.Millisecond
 	quotaMaxInterval = time.Second
 	// quotaAssumedRate (bytes/s) is the fastest a plugin is expected to
 	// write: a directory is measured again before a writer at this rate
-	// could have filled its headroom.
-	quotaAssumedRate = 1 << 30
+	// could have filled its headroom. Writes into the page cache of an
+	// idle machine run at several GiB/s.
+	quotaAssumedRate = 4 << 30
 )
 
 // dirUsage is the disk space the tree under dir takes (blocks actually
