@@ -97,21 +97,7 @@ func TestNothingRunsBeforeConsent(t *testing.T) {
 // is certified in its L2 container: every item there, the marker is never
 // written on the host.
 func TestCertificationRunsOnlyInTheSandbox(t *testing.T) {
-	if _, err := os.Stat("/var/run/docker.sock"); err != nil && os.Getenv("DOCKER_HOST") == "" {
-		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
-			t.Fatalf("FLUFFY_REQUIRE_DOCKER is set but there is no Docker socket: %v", err)
-		}
-		t.Skip("Docker is not available")
-	}
-	c := newCLI(t)
-	home, err := os.MkdirTemp("", "fh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	c.home = home
-	c.vars["FLUFFY_RUNTIME_ADAPTER"] = buildOnce(t, "../../builtin-plugins/runtime-docker")
-	c.vars["DOCKER_HOST"] = os.Getenv("DOCKER_HOST")
+	c := conformanceCLI(t)
 	marker := filepath.Join(t.TempDir(), "marker")
 	src := markerPlugin(t, marker)
 
