@@ -37,11 +37,7 @@ func benchLaunchers() []benchLauncher {
 		}},
 		{"docker", func(b *testing.B) launcher { needDocker(b); return tenv.containers }},
 		{"runsc", func(b *testing.B) launcher {
-			needDocker(b)
-			pi, err := tenv.rt.Ping(context.Background())
-			if err != nil || !slices.Contains(pi.Runtimes, "runsc") {
-				b.Skipf("runsc is not registered with the engine (runtimes %v)", pi.Runtimes)
-			}
+			needRunsc(b)
 			c, err := NewContainers(context.Background(), ContainersConfig{Runtime: tenv.rt, Lease: tenv.lease,
 				OCIRuntimes: map[string]string{"code-executor": "runsc"}})
 			if err != nil {

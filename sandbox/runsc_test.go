@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,16 +14,11 @@ import (
 // TestRunscRuntime runs a plugin under gVisor when the engine has runsc
 // registered: the same launcher, chosen per template, with the workspace
 // still read-only and the network still absent. .ci/run registers runsc and
-// sets FLUFFY_REQUIRE_RUNSC, so in CI this cannot silently skip.
+// always sets FLUFFY_REQUIRE_RUNSC, so in CI this cannot silently skip; and
+// when runsc is registered but cannot run a container (the launch below),
+// it fails rather than skips.
 func TestRunscRuntime(t *testing.T) {
-	needDocker(t)
-	pi, err := tenv.rt.Ping(context.Background())
-	if err != nil || !slices.Contains(pi.Runtimes, "runsc") {
-		if os.Getenv("FLUFFY_REQUIRE_RUNSC") != "" {
-			t.Fatalf("FLUFFY_REQUIRE_RUNSC is set but the engine offers runtimes %v", pi.Runtimes)
-		}
-		t.Skipf("runsc is not registered with the engine (runtimes %v)", pi.Runtimes)
-	}
+	needRunsc(t)
 	c, err := NewContainers(context.Background(), ContainersConfig{Runtime: tenv.rt, Lease: tenv.lease,
 		OCIRuntimes: map[string]string{"code-executor": "runsc"}})
 	if err != nil {
@@ -50,4 +46,20 @@ func TestRunscRuntime(t *testing.T) {
 	if got := strings.TrimSpace(string(out)); got != "runsc" {
 		t.Fatalf("container runs under %q, want runsc", got)
 	}
+}
+
+// needRunsc skips only when the engine does not offer runsc and
+// FLUFFY_REQUIRE_RUNSC (set by .ci/run) is unset; with it, it fails.
+func needRunsc(t testing.TB) {
+	t.Helper()
+	needDocker(t)
+	pi, err := tenv.rt.Ping(context.Background())
+	if err == nil && slices.Contains(pi.Runtimes, "runsc") {
+		return
+	}
+	why := fmt.Sprintf("the engine offers runtimes %v (ping error: %v)", pi.Runtimes, err)
+	if os.Getenv("FLUFFY_REQUIRE_RUNSC") != "" {
+		t.Fatalf("FLUFFY_REQUIRE_RUNSC is set but runsc is not registered: %s; register it in /etc/docker/daemon.json (see .ci/run)", why)
+	}
+	t.Skipf("runsc is not registered with the engine: %s", why)
 }
