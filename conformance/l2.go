@@ -57,7 +57,7 @@ func OpenL2(ctx context.Context, getenv func(string) string, log hclog.Logger) (
 		return nil, "", err
 	}
 	cleanup := func() { _ = lease.Release(); _ = os.RemoveAll(runDir) }
-	pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log}, bin, log)
+	pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log, Require: getenv(sandbox.EnvRequireJail) != ""}, bin, log)
 	if err != nil {
 		cleanup()
 		return nil, "", err

@@ -96,6 +96,7 @@ func (p *probe) setupRuntime() error {
 	p.onClose(func() { _ = lease.Release(); _ = os.RemoveAll(runDir) })
 	p.adapterL = adapterLauncher{jail: &sandbox.AdapterJail{
 		Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(os.Getenv), Logger: p.r.opts.Logger.Named("adapter-jail"),
+		Require: os.Getenv(sandbox.EnvRequireJail) != "",
 	}}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
+	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // BwrapUsable reports whether bubblewrap is installed and can create its
@@ -67,10 +68,20 @@ func (j jail) command() *exec.Cmd {
 	return cmd
 }
 
+// EnvRequireJail names the variable that forbids AdapterJail's fallback:
+// when it is non-empty (CI sets it), a runtime adapter that bubblewrap
+// cannot jail is not started at all (CodeJailRequired) instead of running
+// as a plain subprocess.
+const EnvRequireJail = "FLUFFY_REQUIRE_JAIL"
+
+// CodeJailRequired: bubblewrap is unusable while the jail is required.
+const CodeJailRequired = "RUNTIME_ADAPTER_NOT_JAILED"
+
 // AdapterJail launches runtime adapter plugins (runtime-docker) in a
 // bubblewrap jail in which only the adapter's binary, its go-plugin socket
 // directory and the engine socket are visible. Where bubblewrap cannot run
-// it starts the adapter as a plain subprocess and warns once, loudly.
+// it starts the adapter as a plain subprocess and warns once, loudly —
+// unless Require is set, which makes that an error.
 type AdapterJail struct {
 	Lease *Lease
 	// Binaries is where LaunchAdapter verifies the adapter into (the
@@ -85,6 +96,10 @@ type AdapterJail struct {
 	// capabilities, only the home, the project and the engine socket):
 	// running it without bubblewrap there is expected, not an alarm.
 	InL1 bool
+	// Require refuses the plain-subprocess fallback (callers set it from
+	// EnvRequireJail): Prepare fails with CodeJailRequired when bubblewrap
+	// cannot run, even in L1.
+	Require bool
 
 	once   sync.Once
 	bwrap  string
@@ -104,6 +119,9 @@ func (a *AdapterJail) probe() {
 			a.Logger = hclog.NewNullLogger()
 		}
 		a.bwrap, a.reason = BwrapUsable()
+		if a.reason != nil && a.Require {
+			return // Prepare refuses; no fallback to announce
+		}
 		if a.reason != nil && a.InL1 {
 			a.Logger.Info("the runtime adapter runs without bubblewrap, confined by the L1 container", "reason", a.reason.Error())
 		} else if a.reason != nil {
@@ -115,6 +133,11 @@ func (a *AdapterJail) probe() {
 // Prepare implements the launcher contract for runtime adapters.
 func (a *AdapterJail) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientConfig) (Launched, error) {
 	a.probe()
+	if a.reason != nil && a.Require {
+		return Launched{}, uerr.Wrap(a.reason, CodeJailRequired, "the runtime adapter cannot be jailed",
+			a.reason.Error()+"; "+EnvRequireJail+" is set, so it is not started as a plain subprocess",
+			"install bubblewrap (`apt install bubblewrap`) where it can create namespaces, or unset "+EnvRequireJail+" to allow the unjailed fallback")
+	}
 	if err := checkBinary(spec); err != nil {
 		return Launched{}, err
 	}

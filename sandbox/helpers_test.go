@@ -114,7 +114,7 @@ func setupDocker() error {
 
 // launchRuntime starts runtime-docker in its bubblewrap jail.
 func launchRuntime(ctx context.Context, lease *Lease, bin, sock string) (*plugin.Client, rt.Client, error) {
-	return LaunchAdapter(ctx, &AdapterJail{Lease: lease, EngineSocket: sock}, bin, nil)
+	return LaunchAdapter(ctx, &AdapterJail{Lease: lease, EngineSocket: sock, Require: os.Getenv(EnvRequireJail) != ""}, bin, nil)
 }
 
 // needDocker skips only when Docker is truly absent and not required.

@@ -268,7 +268,7 @@ func helperNonRoot() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	logger := hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Warn})
-	pc, c, err := LaunchAdapter(ctx, &AdapterJail{Lease: lease, Logger: logger}, os.Getenv("ADAPTER_BIN"), logger)
+	pc, c, err := LaunchAdapter(ctx, &AdapterJail{Lease: lease, Logger: logger, Require: os.Getenv(EnvRequireJail) != ""}, os.Getenv("ADAPTER_BIN"), logger)
 	if err != nil {
 		fail(err)
 	}

@@ -38,7 +38,7 @@ func withRuntime(e *env, f func(ctx context.Context, rt sandbox.Runtime, runDir 
 		return err
 	}
 	defer lease.Release()
-	pc, rt, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(e.getenv), Logger: e.log}, bin, e.log)
+	pc, rt, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(e.getenv), Logger: e.log, Require: e.getenv(sandbox.EnvRequireJail) != ""}, bin, e.log)
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes
 			s.close()
 			return nil, err
 		}
-		pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log, Binaries: bins, InL1: getenv("FLUFFY_IN_L1") == "1"}, bin, log)
+		pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log, Binaries: bins, InL1: getenv("FLUFFY_IN_L1") == "1", Require: getenv(sandbox.EnvRequireJail) != ""}, bin, log)
 		if err != nil {
 			s.close()
 			return nil, err

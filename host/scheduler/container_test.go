@@ -92,7 +92,7 @@ func setupDocker(dir string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if cenv.pc, cenv.rt, err = sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: cenv.lease}, adapter, nil); err != nil {
+	if cenv.pc, cenv.rt, err = sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: cenv.lease, Require: os.Getenv(sandbox.EnvRequireJail) != ""}, adapter, nil); err != nil {
 		return err
 	}
 	tar, err := sandbox.BaseImageTar()
