@@ -97,7 +97,7 @@ type RetentionReport struct {
 }
 
 // ApplyRetention enforces o.Retention now. The kernel calls it at start and
-// daily (seed 000 rotation: daily).
+// every kernel.DefaultRetentionInterval (1 h) while it runs.
 func (l *Log) ApplyRetention(ctx context.Context) (RetentionReport, error) {
 	rep := RetentionReport{MaxBytes: l.o.Retention.MaxBytes}
 	if err := l.Flush(); err != nil {

@@ -71,6 +71,14 @@ type Options struct {
 	// Scheduler limits how many sandboxed calls run at once (zero: the
 	// scheduler's defaults: 4 in all, 2 per template, 1 policy-sandbox).
 	Scheduler scheduler.Config
+	// AuditRetention bounds the project and home audit logs (zero fields:
+	// audit's defaults, 90 days / 1 GiB / 30 days protected). It is
+	// applied at start and every RetentionInterval (default
+	// DefaultRetentionInterval, 1 h) while the kernel runs.
+	AuditRetention    audit.Retention
+	RetentionInterval time.Duration
+	// AuditClock stamps audit records (nil: the wall clock).
+	AuditClock audit.Clock
 }
 
 // Kernel wires the registry to the supervisor: every registered, enabled
@@ -108,6 +116,8 @@ type Kernel struct {
 	// stopPolicyWatch ends the project policy's hot reload (nil when the
 	// caller supplied the engine).
 	stopPolicyWatch func()
+	// maint runs periodic audit retention (nil until Open starts it).
+	maint *maintenance
 	// gateState reads the session's workflow state (set by the task
 	// runner): the policy sees it at ingest as state_machine_state.
 	gateState   atomic.Pointer[func() string]
@@ -190,7 +200,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		watchPolicy = true
 	}
 	k.Policy = o.Policy
-	if k.HomeAudit, err = audit.Open(ctx, audit.Options{DB: db, Logger: o.Logger}); err != nil {
+	if k.HomeAudit, err = audit.Open(ctx, audit.Options{DB: db, Logger: o.Logger, Clock: o.AuditClock, Retention: o.AuditRetention}); err != nil {
 		k.Close()
 		return nil, err
 	}
@@ -212,13 +222,12 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		k.Close()
 		return nil, err
 	}
-	if k.Audit, err = audit.Open(ctx, audit.Options{DB: k.ProjectDB, Logger: o.Logger}); err != nil {
+	if k.Audit, err = audit.Open(ctx, audit.Options{DB: k.ProjectDB, Logger: o.Logger, Clock: o.AuditClock, Retention: o.AuditRetention}); err != nil {
 		k.Close()
 		return nil, err
 	}
-	if _, err := k.Audit.ApplyRetention(ctx); err != nil {
-		k.log.Warn("audit retention failed", "error", err)
-	}
+	k.applyRetention(ctx)
+	k.startMaintenance(o.RetentionInterval)
 	if watchPolicy {
 		k.watchPolicy(policy.ProjectPath(o.Workspace), o.PolicyReloadInterval)
 	}
@@ -379,6 +388,7 @@ func (k *Kernel) PluginEvent(spec supervisor.Spec, instanceID, event string, cau
 
 // Close stops every plugin and closes the database.
 func (k *Kernel) Close() {
+	k.maint.stop()
 	if k.stopPolicyWatch != nil {
 		k.stopPolicyWatch()
 	}

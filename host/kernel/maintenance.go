@@ -1,0 +1,70 @@
+package kernel
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// DefaultRetentionInterval is how often a running kernel applies audit
+// retention (issue 10 point 8): besides once at start, every hour, so a
+// kernel that runs for days keeps both logs within their age and size
+// bounds. Size-based removal still never touches a record younger than
+// Retention.MinAge; that rule lives in audit.ApplyRetention.
+const DefaultRetentionInterval = time.Hour
+
+// maintenance runs the kernel's periodic chores in one goroutine until
+// Close: audit retention of the project and home logs every
+// retentionEvery. stop cancels it and waits, so no goroutine outlives the
+// kernel and no chore runs against a closed database.
+type maintenance struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (k *Kernel) startMaintenance(retentionEvery time.Duration) {
+	if retentionEvery <= 0 {
+		retentionEvery = DefaultRetentionInterval
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &maintenance{cancel: cancel}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		retention := time.NewTicker(retentionEvery)
+		defer retention.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-retention.C:
+				k.applyRetention(ctx)
+			}
+		}
+	}()
+	k.maint = m
+}
+
+// applyRetention applies retention to the project log and the home log. A
+// failure is logged and retried at the next tick; it never stops the
+// kernel.
+func (k *Kernel) applyRetention(ctx context.Context) {
+	if k.Audit != nil {
+		if _, err := k.Audit.ApplyRetention(ctx); err != nil && ctx.Err() == nil {
+			k.log.Warn("audit retention failed", "log", "project", "error", err)
+		}
+	}
+	if k.HomeAudit != nil {
+		if _, err := k.HomeAudit.ApplyRetention(ctx); err != nil && ctx.Err() == nil {
+			k.log.Warn("audit retention failed", "log", "home", "error", err)
+		}
+	}
+}
+
+func (m *maintenance) stop() {
+	if m == nil {
+		return
+	}
+	m.cancel()
+	m.wg.Wait()
+}
