@@ -19,7 +19,8 @@
 // own), and every tunnel is counted against the upstream's connections; runtime adapters run in the kernel's adapter jail
 // (bubblewrap with only the engine socket) and the runtime profile drives
 // real containers from the L2 base image through them, checking each by the
-// engine's own view (the suite's own Docker client, which also removes
+// engine's own record (State.Config, read through fluffy's builtin
+// runtime-docker adapter, never the adapter under test; it also removes
 // everything the run created, even when an item fails); "kernel disappears" is a real SIGKILL of a stub
 // kernel process (StubKernelMain). Subpackage fakes is the fake upstream
 // model server; internal/fixtures/broken the deliberately broken plugins.

@@ -71,5 +71,5 @@ func OpenL2(ctx context.Context, getenv func(string) string, log hclog.Logger) (
 	}
 	// The proxy of every ai-provider container reports to hub, so the
 	// provider profile sees each tunnel its plugin opens.
-	return &L2{Launcher: l2Launcher{Containers: c, hub: hub}, close: func() { pc.Kill(); cleanup() }}, "", nil
+	return &L2{Launcher: l2Launcher{Containers: c, hub: hub, engine: rtc}, close: func() { pc.Kill(); cleanup() }}, "", nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
@@ -58,8 +59,13 @@ type networkWatcher interface {
 // l2Launcher is the container launcher with the suite's network hub.
 type l2Launcher struct {
 	*sandbox.Containers
-	hub *netHub
+	hub    *netHub
+	engine rt.Client // the adapter the containers run through
 }
+
+// EngineView is the engine's own record of containers, read through the
+// builtin runtime-docker adapter of this launcher (see engineView).
+func (l l2Launcher) EngineView() rt.Client { return l.engine }
 
 func (l l2Launcher) WatchNetwork(f func(sandbox.NetworkEvent)) func() { return l.hub.WatchNetwork(f) }
 

@@ -46,17 +46,18 @@ type probe struct {
 	canary  string // secret content that must never leak
 	wsSnap  map[string]string
 
-	configJSON []byte
-	cap        *capture
-	sup        *supervisor.Supervisor
-	startOnce  sync.Once
-	startErr   error
-	startTook  time.Duration
-	negotiated int
-	sbx        *supervisor.Supervisor
-	sbxErr     error
-	sbxRec     *recorder // the L2 launcher, remembering its containers
-	lastRaw    sandbox.Launched
+	configJSON  []byte
+	cap         *capture
+	sup         *supervisor.Supervisor
+	startOnce   sync.Once
+	startErr    error
+	startTook   time.Duration
+	negotiated  int
+	sbx         *supervisor.Supervisor
+	sbxErr      error
+	sbxRec      *recorder // the L2 launcher, remembering its containers
+	lastRaw     sandbox.Launched
+	engineState // the suite's own engine view (engineview.go)
 
 	// tool profile state
 	outputSizes []int

@@ -17,11 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
-	dockerclient "github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
@@ -102,8 +97,9 @@ func (p *probe) setupRuntime() error {
 }
 
 // rtState is the runtime profile's shared state: the run's unique labels,
-// the base image, the idle binary and an independent engine client (the
-// suite's own view, and its safety net for cleanup).
+// the base image, the idle binary and the suite's own view of the engine
+// (fluffy's builtin runtime-docker adapter, never the adapter under test:
+// see engineView), which is also its safety net for cleanup.
 type rtState struct {
 	run, kernel, session string
 
@@ -113,7 +109,7 @@ type rtState struct {
 	image    string
 	stub     string   // host path of the idle binary
 	stubArgs []string // arguments before "idle"
-	docker   *dockerclient.Client
+	engine   rt.Client
 
 	mu      sync.Mutex
 	ctrs    []string
@@ -131,8 +127,8 @@ func (p *probe) rtClient(ctx context.Context, f func(ctx context.Context, c rt.C
 	})
 }
 
-// rtReady does the once-per-run preparation: the idle binary, the engine
-// client and the base image (imported through the adapter's PrepareImage,
+// rtReady does the once-per-run preparation: the idle binary, the suite's
+// own engine view and the base image (imported through the adapter's PrepareImage,
 // as the kernel does).
 func (p *probe) rtReady(ctx context.Context) (*rtState, outcome, bool) {
 	if o, stop := p.blocked(); stop {
@@ -149,17 +145,20 @@ func (p *probe) rtReady(ctx context.Context) (*rtState, outcome, bool) {
 			s.skipMsg = fmt.Sprintf("the stub kernel binary cannot run in the empty base image: %v (build it with CGO_ENABLED=0)", err)
 			return
 		}
-		cli, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
-		if err != nil {
+		eng, skipMsg, err := p.engineView(ctx)
+		switch {
+		case err != nil:
 			s.setupErr = fmt.Sprintf("the suite cannot reach the engine itself: %v", err)
 			return
+		case eng == nil:
+			s.skipMsg = skipMsg
+			return
 		}
-		s.docker = cli
+		s.engine = eng
 		p.onClose(func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			s.cleanup(cctx)
-			_ = cli.Close()
 		})
 		err = p.rtClient(ctx, func(ctx context.Context, c rt.Client) error {
 			ref, err := sandbox.EnsureBaseImage(ctx, c)
@@ -238,8 +237,8 @@ func (s *rtState) track(ctx context.Context, id string) {
 	s.mu.Lock()
 	s.ctrs = append(s.ctrs, id)
 	s.mu.Unlock()
-	if j, err := s.docker.ContainerInspect(ctx, id); err == nil {
-		s.trackVolumes(volumesOf(j))
+	if st, found, err := s.engine.Inspect(ctx, id); err == nil && found {
+		s.trackVolumes(volumesOf(st))
 	}
 }
 
@@ -249,9 +248,9 @@ func (s *rtState) trackVolumes(names []string) {
 	s.mu.Unlock()
 }
 
-func volumesOf(j container.InspectResponse) []string {
+func volumesOf(st rt.State) []string {
 	var out []string
-	for _, m := range j.Mounts {
+	for _, m := range st.Config.Mounts {
 		if m.Type == "volume" && m.Name != "" {
 			out = append(out, m.Name)
 		}
@@ -263,32 +262,32 @@ func volumesOf(j container.InspectResponse) []string {
 // under test), every container and volume of the run: the tracked ones and
 // anything carrying the run's kernel label.
 func (s *rtState) cleanup(ctx context.Context) {
-	if s.docker == nil {
+	if s.engine == nil {
 		return
 	}
 	s.mu.Lock()
 	ctrs, vols := s.ctrs, s.volumes
 	s.ctrs, s.volumes = nil, nil
 	s.mu.Unlock()
-	f := filters.NewArgs(filters.Arg("label", sandbox.LabelKernel+"="+s.kernel))
-	if cs, err := s.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err == nil {
+	mine := map[string]string{sandbox.LabelKernel: s.kernel}
+	if cs, err := s.engine.List(ctx, mine, true); err == nil {
 		for _, c := range cs {
 			ctrs = append(ctrs, c.ID)
 		}
 	}
 	for _, id := range ctrs {
-		if j, err := s.docker.ContainerInspect(ctx, id); err == nil {
-			vols = append(vols, volumesOf(j)...)
+		if st, found, err := s.engine.Inspect(ctx, id); err == nil && found {
+			vols = append(vols, volumesOf(st)...)
 		}
-		_ = s.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		_ = s.engine.Remove(ctx, id, true, true)
 	}
-	if vs, err := s.docker.VolumeList(ctx, volumeListOpts(f)); err == nil {
-		for _, v := range vs.Volumes {
+	if vs, err := s.engine.ListVolumes(ctx, mine); err == nil {
+		for _, v := range vs {
 			vols = append(vols, v.Name)
 		}
 	}
 	for _, v := range vols {
-		_ = s.docker.VolumeRemove(ctx, v, true)
+		_ = s.engine.RemoveVolume(ctx, v, true)
 	}
 }
 
@@ -412,26 +411,25 @@ func limits(ctx context.Context, s *rtState, c rt.Client) outcome {
 	if err != nil {
 		return fail("Create failed: %s", errText(err))
 	}
-	j, err := s.docker.ContainerInspect(ctx, id)
+	hc, err := s.recorded(ctx, id)
 	if err != nil {
-		return fail("the engine does not know the created container %s: %v", shortID(id), err)
+		return fail("%v", err)
 	}
-	hc := j.HostConfig
 	var probs []string
-	if hc.Memory != rtMemory {
-		probs = append(probs, fmt.Sprintf("memory limit is %d, the spec asked %d: set HostConfig.Memory from Spec.MemoryBytes", hc.Memory, int64(rtMemory)))
+	if hc.MemoryBytes != rtMemory {
+		probs = append(probs, fmt.Sprintf("memory limit is %d, the spec asked %d: set HostConfig.Memory from Spec.MemoryBytes", hc.MemoryBytes, int64(rtMemory)))
 	}
-	if hc.PidsLimit == nil || *hc.PidsLimit != rtPids {
+	if hc.PidsLimit != rtPids {
 		got := "none"
-		if hc.PidsLimit != nil {
-			got = strconv.FormatInt(*hc.PidsLimit, 10)
+		if hc.PidsLimit != 0 {
+			got = strconv.FormatInt(hc.PidsLimit, 10)
 		}
 		probs = append(probs, fmt.Sprintf("pids limit is %s, the spec asked %d: set HostConfig.PidsLimit from Spec.PidsLimit", got, rtPids))
 	}
-	if string(hc.NetworkMode) != "none" {
+	if hc.NetworkMode != "none" {
 		probs = append(probs, fmt.Sprintf("network mode is %q, the spec asked \"none\": set HostConfig.NetworkMode from Spec.NetworkMode", hc.NetworkMode))
 	}
-	if !hc.ReadonlyRootfs {
+	if !hc.ReadOnlyRootfs {
 		probs = append(probs, "the root filesystem is writable, the spec asked read-only: set HostConfig.ReadonlyRootfs")
 	}
 	if !slices.ContainsFunc(hc.CapDrop, func(c string) bool { return strings.EqualFold(c, "ALL") }) {
@@ -466,28 +464,34 @@ func limits(ctx context.Context, s *rtState, c rt.Client) outcome {
 		return fail("Stop failed: %s", errText(err))
 	}
 	return pass("engine: memory %d, pids %d, network none, read-only root, cap-drop ALL, no-new-privileges; inside: memory %s, pids %s, interfaces %s",
-		hc.Memory, *hc.PidsLimit, seen["memory"], seen["pids"], seen["ifaces"])
+		hc.MemoryBytes, hc.PidsLimit, seen["memory"], seen["pids"], seen["ifaces"])
 }
 
 // idleReport reads the idle process's line from the engine's log of the
-// container (the suite's own view, not the adapter's Logs).
+// container (through the suite's own engine view, not the adapter under
+// test).
 func idleReport(ctx context.Context, s *rtState, id string) (map[string]string, string, error) {
 	deadline := time.Now().Add(8 * time.Second)
 	var out string
 	for {
-		rc, err := s.docker.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+		var o, e bytes.Buffer
+		err := s.engine.Logs(ctx, id, false, 0, func(st rt.Stream, b []byte) error {
+			if st == rt.Stderr {
+				e.Write(b)
+			} else {
+				o.Write(b)
+			}
+			return nil
+		})
 		if err == nil {
-			var o, e bytes.Buffer
-			_, _ = stdcopy.StdCopy(&o, &e, rc)
-			rc.Close()
 			out = o.String() + e.String()
 			if m, ok := parseIdle(out); ok {
 				return m, out, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			if j, err := s.docker.ContainerInspect(ctx, id); err == nil && j.State != nil && !j.State.Running {
-				return nil, out, fmt.Errorf("the container exited (code %d, %s)", j.State.ExitCode, j.State.Error)
+			if st, found, err := s.engine.Inspect(ctx, id); err == nil && found && !st.Running {
+				return nil, out, fmt.Errorf("the container exited (code %d, %s)", st.ExitCode, st.Error)
 			}
 			return nil, out, errors.New("no report within 8 s")
 		}
@@ -524,11 +528,11 @@ func labelsCheck(ctx context.Context, s *rtState, c rt.Client) outcome {
 		return fail("Create failed: %s", errText(err))
 	}
 	const fix = "fix: pass Spec.Labels to the engine unchanged (docker: container.Config.Labels); the kernel's reaper finds leaked containers by them"
-	j, err := s.docker.ContainerInspect(ctx, id)
-	if err != nil {
-		return fail("the engine does not know the created container %s: %v", shortID(id), err)
+	eng, found, err := s.engine.Inspect(ctx, id)
+	if err != nil || !found {
+		return fail("the engine does not know the created container %s (found=%v): %v", shortID(id), found, err)
 	}
-	if miss := missingLabels(want, j.Config.Labels); len(miss) > 0 {
+	if miss := missingLabels(want, eng.Labels); len(miss) > 0 {
 		return fail("the engine's container lacks the spec's labels: %s\n%s", strings.Join(miss, ", "), fix)
 	}
 	st, found, err := c.Inspect(ctx, id)
@@ -583,11 +587,11 @@ func cleanupCheck(ctx context.Context, s *rtState, c rt.Client) outcome {
 	if err != nil {
 		return fail("Create failed: %s", errText(err))
 	}
-	j, err := s.docker.ContainerInspect(ctx, id)
-	if err != nil {
-		return fail("the engine does not know the created container %s: %v", shortID(id), err)
+	eng, found, err := s.engine.Inspect(ctx, id)
+	if err != nil || !found {
+		return fail("the engine does not know the created container %s (found=%v): %v", shortID(id), found, err)
 	}
-	vols := volumesOf(j)
+	vols := volumesOf(eng)
 	if err := c.Start(ctx, id); err != nil {
 		return fail("Start failed: %s", errText(err))
 	}
@@ -598,7 +602,7 @@ func cleanupCheck(ctx context.Context, s *rtState, c rt.Client) outcome {
 		return fail("RemoveVolume of the unused volume %s failed: %s", volName, errText(err))
 	}
 	var left []string
-	if _, err := s.docker.ContainerInspect(ctx, id); err == nil {
+	if _, found, err := s.engine.Inspect(ctx, id); err == nil && found {
 		left = append(left, "container "+shortID(id)+" (engine)")
 	}
 	if _, found, err := c.Inspect(ctx, id); err != nil || found {
@@ -608,15 +612,20 @@ func cleanupCheck(ctx context.Context, s *rtState, c rt.Client) outcome {
 	if cs, err := c.List(ctx, sel, true); err != nil || len(cs) > 0 {
 		left = append(left, fmt.Sprintf("%d containers in List by the labels (err %v)", len(cs), err))
 	}
-	f := filters.NewArgs(filters.Arg("label", sandbox.LabelKernel+"="+s.kernel), filters.Arg("label", sandbox.LabelInstance+"="+tag))
-	if cs, err := s.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err == nil && len(cs) > 0 {
+	if cs, err := s.engine.List(ctx, sel, true); err == nil && len(cs) > 0 {
 		left = append(left, fmt.Sprintf("%d labelled containers (engine)", len(cs)))
 	}
 	if vs, err := c.ListVolumes(ctx, sel); err != nil || len(vs) > 0 {
 		left = append(left, fmt.Sprintf("%d volumes in ListVolumes by the labels (err %v)", len(vs), err))
 	}
+	exists := map[string]bool{}
+	if all, err := s.engine.ListVolumes(ctx, nil); err == nil {
+		for _, v := range all {
+			exists[v.Name] = true
+		}
+	}
 	for _, v := range vols {
-		if _, err := s.docker.VolumeInspect(ctx, v); err == nil {
+		if exists[v] {
 			what := "volume " + shortID(v) + " that the container mounted"
 			if v != volName {
 				what = "volume " + shortID(v) + " that the adapter added to the container (not in the spec)"
@@ -630,4 +639,11 @@ func cleanupCheck(ctx context.Context, s *rtState, c rt.Client) outcome {
 	return pass("container, its %d volume(s) and every labelled object gone after Remove and RemoveVolume", len(vols))
 }
 
-func volumeListOpts(f filters.Args) volume.ListOptions { return volume.ListOptions{Filters: f} }
+// recorded is the engine's record of how container id was created.
+func (s *rtState) recorded(ctx context.Context, id string) (rt.Config, error) {
+	st, found, err := s.engine.Inspect(ctx, id)
+	if err != nil || !found {
+		return rt.Config{}, fmt.Errorf("the engine does not know the created container %s (found=%v): %v", shortID(id), found, err)
+	}
+	return st.Config, nil
+}

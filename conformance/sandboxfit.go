@@ -68,7 +68,14 @@ func sandboxStart(ctx context.Context, p *probe) outcome {
 	if status == nil || status().ContainerID == "" {
 		return skip("the sandbox launcher did not say which container the plugin runs in, so its confinement was not checked")
 	}
-	seen, problems, err := sandboxFacts(ctx, status().ContainerID, p.template())
+	engine, why, err := p.engineView(ctx)
+	if engine == nil {
+		if err != nil {
+			why = err.Error()
+		}
+		return skip("the plugin's container was not inspected, so its confinement was not checked: %s", why)
+	}
+	seen, problems, err := sandboxFacts(ctx, engine, status().ContainerID, p.template())
 	if err != nil {
 		return skip("the plugin's container was not inspected, so its confinement was not checked: %v", err)
 	}

@@ -7,43 +7,38 @@ import (
 	"strconv"
 	"strings"
 
-	dockerclient "github.com/docker/docker/client"
-
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
 // sandboxFacts checks every statement CORE-SANDBOX-001 makes about the
 // container the plugin runs in, twice: by the engine's view of the
-// container (docker inspect through the suite's own client) and, when the
+// container (its record, read through the suite's engine view, see
+// engineView) and, when the
 // container's process is visible from here, by the plugin process itself
 // (/proc/<pid>: its uids, capability sets, no_new_privs, the root mount and
 // the network devices of its namespace). It returns what it verified and
 // the statements that do not hold; err when it could not look at all.
-func sandboxFacts(ctx context.Context, containerID, wantTemplate string) (seen, problems []string, err error) {
-	cli, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
-	if err != nil {
-		return nil, nil, fmt.Errorf("the suite cannot reach the engine: %w", err)
-	}
-	defer cli.Close()
-	j, err := cli.ContainerInspect(ctx, containerID)
+func sandboxFacts(ctx context.Context, engine rt.Client, containerID, wantTemplate string) (seen, problems []string, err error) {
+	j, found, err := engine.Inspect(ctx, containerID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("inspect container %s: %w", containerID, err)
 	}
-	if j.Config == nil || j.HostConfig == nil || j.State == nil {
-		return nil, nil, fmt.Errorf("inspect container %s: incomplete answer", containerID)
+	if !found {
+		return nil, nil, fmt.Errorf("inspect container %s: the engine does not know it", containerID)
 	}
-	hc := j.HostConfig
-	if got := j.Config.Labels[sandbox.LabelTemplate]; got != wantTemplate {
+	hc := j.Config
+	if got := j.Labels[sandbox.LabelTemplate]; got != wantTemplate {
 		problems = append(problems, fmt.Sprintf("runs in template %q, the manifest declares %q", got, wantTemplate))
 	}
-	if !hc.ReadonlyRootfs {
+	if !hc.ReadOnlyRootfs {
 		problems = append(problems, "the engine reports a writable root filesystem")
 	}
-	uid, _, _ := strings.Cut(j.Config.User, ":")
+	uid, _, _ := strings.Cut(hc.User, ":")
 	if uid == "" || uid == "0" || uid == "root" {
-		problems = append(problems, fmt.Sprintf("the engine runs it as user %q (root)", j.Config.User))
+		problems = append(problems, fmt.Sprintf("the engine runs it as user %q (root)", hc.User))
 	}
-	if string(hc.NetworkMode) != "none" {
+	if hc.NetworkMode != "none" {
 		problems = append(problems, fmt.Sprintf("network mode %q, not none", hc.NetworkMode))
 	}
 	dropAll := false
@@ -53,11 +48,11 @@ func sandboxFacts(ctx context.Context, containerID, wantTemplate string) (seen, 
 	if !dropAll || len(hc.CapAdd) > 0 {
 		problems = append(problems, fmt.Sprintf("capabilities: drop %v, add %v (want drop ALL, add none)", hc.CapDrop, hc.CapAdd))
 	}
-	seen = append(seen, fmt.Sprintf("engine: template %s, read-only root, user %s, network none, cap drop ALL", wantTemplate, j.Config.User))
-	if j.State.Pid <= 0 {
+	seen = append(seen, fmt.Sprintf("engine: template %s, read-only root, user %s, network none, cap drop ALL", wantTemplate, hc.User))
+	if j.Pid <= 0 {
 		return seen, append(problems, "the container's process is not running"), nil
 	}
-	pid := j.State.Pid
+	pid := j.Pid
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		// A remote engine: its processes are not ours to see.

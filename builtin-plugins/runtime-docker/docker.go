@@ -357,6 +357,18 @@ func (a *adapter) Inspect(ctx context.Context, id string) (runtime.State, bool, 
 	st := runtime.State{ID: r.ID, Name: strings.TrimPrefix(r.Name, "/"), Created: parseTime(r.Created)}
 	if r.Config != nil {
 		st.Labels, st.Image = r.Config.Labels, r.Config.Image
+		st.Config.User = r.Config.User
+	}
+	if hc := r.HostConfig; hc != nil {
+		st.Config.NetworkMode, st.Config.MemoryBytes = string(hc.NetworkMode), hc.Memory
+		if hc.PidsLimit != nil && *hc.PidsLimit > 0 {
+			st.Config.PidsLimit = *hc.PidsLimit
+		}
+		st.Config.ReadOnlyRootfs, st.Config.OCIRuntime = hc.ReadonlyRootfs, hc.Runtime
+		st.Config.CapDrop, st.Config.CapAdd, st.Config.SecurityOpt = hc.CapDrop, hc.CapAdd, hc.SecurityOpt
+	}
+	for _, m := range r.Mounts {
+		st.Config.Mounts = append(st.Config.Mounts, runtime.RecordedMount{Type: string(m.Type), Name: m.Name, Source: m.Source, Target: m.Destination})
 	}
 	if s := r.State; s != nil {
 		st.Status, st.Running, st.Paused, st.OOMKilled = s.Status, s.Running, s.Paused, s.OOMKilled

@@ -364,7 +364,26 @@ func stateToProto(s State) *rtpb.ContainerState {
 		Id: s.ID, Name: s.Name, Image: s.Image, Status: s.Status, Running: s.Running, Paused: s.Paused,
 		OomKilled: s.OOMKilled, ExitCode: s.ExitCode, Pid: s.Pid, CreatedUnixMs: ms(s.Created),
 		StartedUnixMs: ms(s.Started), FinishedUnixMs: ms(s.Finished), Labels: s.Labels, Error: s.Error,
+		Config: configToProto(s.Config),
 	}
+}
+
+func configToProto(c Config) *rtpb.ContainerConfig {
+	p := &rtpb.ContainerConfig{User: c.User, NetworkMode: c.NetworkMode, MemoryBytes: c.MemoryBytes, PidsLimit: c.PidsLimit,
+		ReadOnlyRootfs: c.ReadOnlyRootfs, CapDrop: c.CapDrop, CapAdd: c.CapAdd, SecurityOpt: c.SecurityOpt, OciRuntime: c.OCIRuntime}
+	for _, m := range c.Mounts {
+		p.Mounts = append(p.Mounts, &rtpb.RecordedMount{Type: m.Type, Name: m.Name, Source: m.Source, Target: m.Target})
+	}
+	return p
+}
+
+func configFromProto(p *rtpb.ContainerConfig) Config {
+	c := Config{User: p.GetUser(), NetworkMode: p.GetNetworkMode(), MemoryBytes: p.GetMemoryBytes(), PidsLimit: p.GetPidsLimit(),
+		ReadOnlyRootfs: p.GetReadOnlyRootfs(), CapDrop: p.GetCapDrop(), CapAdd: p.GetCapAdd(), SecurityOpt: p.GetSecurityOpt(), OCIRuntime: p.GetOciRuntime()}
+	for _, m := range p.GetMounts() {
+		c.Mounts = append(c.Mounts, RecordedMount{Type: m.GetType(), Name: m.GetName(), Source: m.GetSource(), Target: m.GetTarget()})
+	}
+	return c
 }
 
 func stateFromProto(p *rtpb.ContainerState) State {
@@ -373,5 +392,6 @@ func stateFromProto(p *rtpb.ContainerState) State {
 		Paused: p.GetPaused(), OOMKilled: p.GetOomKilled(), ExitCode: p.GetExitCode(), Pid: p.GetPid(),
 		Created: fromMS(p.GetCreatedUnixMs()), Started: fromMS(p.GetStartedUnixMs()),
 		Finished: fromMS(p.GetFinishedUnixMs()), Labels: p.GetLabels(), Error: p.GetError(),
+		Config: configFromProto(p.GetConfig()),
 	}
 }

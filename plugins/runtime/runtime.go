@@ -77,6 +77,34 @@ type State struct {
 	Finished  time.Time
 	Labels    map[string]string
 	Error     string
+	// Config is the engine's record of how the container was created.
+	// Inspect fills it, List does not.
+	Config Config
+}
+
+// Config is what the engine applies to a container, as the engine records
+// it (which may differ from the Spec that was asked for): the conformance
+// suite and CORE-SANDBOX-001 judge containers by it, so an adapter reports
+// the engine's answer, never the spec.
+type Config struct {
+	User           string
+	NetworkMode    string
+	MemoryBytes    int64
+	PidsLimit      int64 // 0: no limit
+	ReadOnlyRootfs bool
+	CapDrop        []string
+	CapAdd         []string
+	SecurityOpt    []string
+	OCIRuntime     string
+	Mounts         []RecordedMount
+}
+
+// RecordedMount is one mount of a container as the engine records it.
+type RecordedMount struct {
+	Type   string // "bind", "volume", "tmpfs", ...
+	Name   string // volume name
+	Source string
+	Target string
 }
 
 // Exit is how a container ended.

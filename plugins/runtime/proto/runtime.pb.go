@@ -1114,8 +1114,12 @@ type ContainerState struct {
 	Error          string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
 	Image          string                 `protobuf:"bytes,13,opt,name=image,proto3" json:"image,omitempty"`
 	CreatedUnixMs  int64                  `protobuf:"varint,14,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The engine's record of how the container was created (Inspect only;
+	// absent from List): what the engine applies, which a conformance check
+	// compares with the spec that was asked for.
+	Config        *ContainerConfig `protobuf:"bytes,15,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ContainerState) Reset() {
@@ -1246,6 +1250,197 @@ func (x *ContainerState) GetCreatedUnixMs() int64 {
 	return 0
 }
 
+func (x *ContainerState) GetConfig() *ContainerConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type RecordedMount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // "bind", "volume", "tmpfs", ...
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // volume name
+	Source        string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	Target        string                 `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordedMount) Reset() {
+	*x = RecordedMount{}
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordedMount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordedMount) ProtoMessage() {}
+
+func (x *RecordedMount) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordedMount.ProtoReflect.Descriptor instead.
+func (*RecordedMount) Descriptor() ([]byte, []int) {
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RecordedMount) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *RecordedMount) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RecordedMount) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *RecordedMount) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+type ContainerConfig struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	User           string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	NetworkMode    string                 `protobuf:"bytes,2,opt,name=network_mode,json=networkMode,proto3" json:"network_mode,omitempty"`
+	MemoryBytes    int64                  `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	PidsLimit      int64                  `protobuf:"varint,4,opt,name=pids_limit,json=pidsLimit,proto3" json:"pids_limit,omitempty"` // 0 = no limit
+	ReadOnlyRootfs bool                   `protobuf:"varint,5,opt,name=read_only_rootfs,json=readOnlyRootfs,proto3" json:"read_only_rootfs,omitempty"`
+	CapDrop        []string               `protobuf:"bytes,6,rep,name=cap_drop,json=capDrop,proto3" json:"cap_drop,omitempty"`
+	CapAdd         []string               `protobuf:"bytes,7,rep,name=cap_add,json=capAdd,proto3" json:"cap_add,omitempty"`
+	SecurityOpt    []string               `protobuf:"bytes,8,rep,name=security_opt,json=securityOpt,proto3" json:"security_opt,omitempty"`
+	OciRuntime     string                 `protobuf:"bytes,9,opt,name=oci_runtime,json=ociRuntime,proto3" json:"oci_runtime,omitempty"`
+	Mounts         []*RecordedMount       `protobuf:"bytes,10,rep,name=mounts,proto3" json:"mounts,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ContainerConfig) Reset() {
+	*x = ContainerConfig{}
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerConfig) ProtoMessage() {}
+
+func (x *ContainerConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerConfig.ProtoReflect.Descriptor instead.
+func (*ContainerConfig) Descriptor() ([]byte, []int) {
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ContainerConfig) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ContainerConfig) GetNetworkMode() string {
+	if x != nil {
+		return x.NetworkMode
+	}
+	return ""
+}
+
+func (x *ContainerConfig) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *ContainerConfig) GetPidsLimit() int64 {
+	if x != nil {
+		return x.PidsLimit
+	}
+	return 0
+}
+
+func (x *ContainerConfig) GetReadOnlyRootfs() bool {
+	if x != nil {
+		return x.ReadOnlyRootfs
+	}
+	return false
+}
+
+func (x *ContainerConfig) GetCapDrop() []string {
+	if x != nil {
+		return x.CapDrop
+	}
+	return nil
+}
+
+func (x *ContainerConfig) GetCapAdd() []string {
+	if x != nil {
+		return x.CapAdd
+	}
+	return nil
+}
+
+func (x *ContainerConfig) GetSecurityOpt() []string {
+	if x != nil {
+		return x.SecurityOpt
+	}
+	return nil
+}
+
+func (x *ContainerConfig) GetOciRuntime() string {
+	if x != nil {
+		return x.OciRuntime
+	}
+	return ""
+}
+
+func (x *ContainerConfig) GetMounts() []*RecordedMount {
+	if x != nil {
+		return x.Mounts
+	}
+	return nil
+}
+
 type InspectResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
@@ -1256,7 +1451,7 @@ type InspectResponse struct {
 
 func (x *InspectResponse) Reset() {
 	*x = InspectResponse{}
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[16]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1463,7 @@ func (x *InspectResponse) String() string {
 func (*InspectResponse) ProtoMessage() {}
 
 func (x *InspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[16]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1476,7 @@ func (x *InspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
 func (*InspectResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{16}
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InspectResponse) GetFound() bool {
@@ -1309,7 +1504,7 @@ type WaitResponse struct {
 
 func (x *WaitResponse) Reset() {
 	*x = WaitResponse{}
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[17]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1516,7 @@ func (x *WaitResponse) String() string {
 func (*WaitResponse) ProtoMessage() {}
 
 func (x *WaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[17]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1529,7 @@ func (x *WaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitResponse.ProtoReflect.Descriptor instead.
 func (*WaitResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{17}
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WaitResponse) GetExitCode() int64 {
@@ -1369,7 +1564,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[18]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1576,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[18]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1589,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{18}
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LogsRequest) GetId() string {
@@ -1428,7 +1623,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[19]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1635,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[19]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1648,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{19}
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListRequest) GetLabels() map[string]string {
@@ -1479,7 +1674,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[20]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1686,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[20]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1699,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{20}
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListResponse) GetContainers() []*ContainerState {
@@ -1524,7 +1719,7 @@ type CreateVolumeRequest struct {
 
 func (x *CreateVolumeRequest) Reset() {
 	*x = CreateVolumeRequest{}
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[21]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1731,7 @@ func (x *CreateVolumeRequest) String() string {
 func (*CreateVolumeRequest) ProtoMessage() {}
 
 func (x *CreateVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[21]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1744,7 @@ func (x *CreateVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeRequest.ProtoReflect.Descriptor instead.
 func (*CreateVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{21}
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateVolumeRequest) GetName() string {
@@ -1576,7 +1771,7 @@ type CreateVolumeResponse struct {
 
 func (x *CreateVolumeResponse) Reset() {
 	*x = CreateVolumeResponse{}
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[22]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1783,7 @@ func (x *CreateVolumeResponse) String() string {
 func (*CreateVolumeResponse) ProtoMessage() {}
 
 func (x *CreateVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[22]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1796,7 @@ func (x *CreateVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeResponse.ProtoReflect.Descriptor instead.
 func (*CreateVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{22}
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateVolumeResponse) GetName() string {
@@ -1628,7 +1823,7 @@ type RemoveVolumeRequest struct {
 
 func (x *RemoveVolumeRequest) Reset() {
 	*x = RemoveVolumeRequest{}
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[23]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1835,7 @@ func (x *RemoveVolumeRequest) String() string {
 func (*RemoveVolumeRequest) ProtoMessage() {}
 
 func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[23]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1848,7 @@ func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVolumeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{23}
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveVolumeRequest) GetName() string {
@@ -1681,7 +1876,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[24]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1888,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[24]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1901,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{24}
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Volume) GetName() string {
@@ -1739,7 +1934,7 @@ type ListVolumesResponse struct {
 
 func (x *ListVolumesResponse) Reset() {
 	*x = ListVolumesResponse{}
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[25]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1946,7 @@ func (x *ListVolumesResponse) String() string {
 func (*ListVolumesResponse) ProtoMessage() {}
 
 func (x *ListVolumesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[25]
+	mi := &file_plugins_runtime_proto_runtime_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1959,7 @@ func (x *ListVolumesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumesResponse.ProtoReflect.Descriptor instead.
 func (*ListVolumesResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{25}
+	return file_plugins_runtime_proto_runtime_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListVolumesResponse) GetVolumes() []*Volume {
@@ -1875,7 +2070,7 @@ const file_plugins_runtime_proto_runtime_proto_rawDesc = "" +
 	"\rRemoveRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\x12\x18\n" +
-	"\avolumes\x18\x03 \x01(\bR\avolumes\"\xf4\x03\n" +
+	"\avolumes\x18\x03 \x01(\bR\avolumes\"\xb0\x04\n" +
 	"\x0eContainerState\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -1892,10 +2087,30 @@ const file_plugins_runtime_proto_runtime_proto_rawDesc = "" +
 	"\x06labels\x18\v \x03(\v2-.fluffy.runtime.v1.ContainerState.LabelsEntryR\x06labels\x12\x14\n" +
 	"\x05error\x18\f \x01(\tR\x05error\x12\x14\n" +
 	"\x05image\x18\r \x01(\tR\x05image\x12&\n" +
-	"\x0fcreated_unix_ms\x18\x0e \x01(\x03R\rcreatedUnixMs\x1a9\n" +
+	"\x0fcreated_unix_ms\x18\x0e \x01(\x03R\rcreatedUnixMs\x12:\n" +
+	"\x06config\x18\x0f \x01(\v2\".fluffy.runtime.v1.ContainerConfigR\x06config\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
+	"\rRecordedMount\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\tR\x06target\"\xe6\x02\n" +
+	"\x0fContainerConfig\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12!\n" +
+	"\fnetwork_mode\x18\x02 \x01(\tR\vnetworkMode\x12!\n" +
+	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\x12\x1d\n" +
+	"\n" +
+	"pids_limit\x18\x04 \x01(\x03R\tpidsLimit\x12(\n" +
+	"\x10read_only_rootfs\x18\x05 \x01(\bR\x0ereadOnlyRootfs\x12\x19\n" +
+	"\bcap_drop\x18\x06 \x03(\tR\acapDrop\x12\x17\n" +
+	"\acap_add\x18\a \x03(\tR\x06capAdd\x12!\n" +
+	"\fsecurity_opt\x18\b \x03(\tR\vsecurityOpt\x12\x1f\n" +
+	"\voci_runtime\x18\t \x01(\tR\n" +
+	"ociRuntime\x128\n" +
+	"\x06mounts\x18\n" +
+	" \x03(\v2 .fluffy.runtime.v1.RecordedMountR\x06mounts\"`\n" +
 	"\x0fInspectResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x127\n" +
 	"\x05state\x18\x02 \x01(\v2!.fluffy.runtime.v1.ContainerStateR\x05state\"`\n" +
@@ -1976,7 +2191,7 @@ func file_plugins_runtime_proto_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_plugins_runtime_proto_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_plugins_runtime_proto_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_plugins_runtime_proto_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_plugins_runtime_proto_runtime_proto_goTypes = []any{
 	(Mount_Type)(0),              // 0: fluffy.runtime.v1.Mount.Type
 	(OutputFrame_Stream)(0),      // 1: fluffy.runtime.v1.OutputFrame.Stream
@@ -1996,78 +2211,82 @@ var file_plugins_runtime_proto_runtime_proto_goTypes = []any{
 	(*KillRequest)(nil),          // 15: fluffy.runtime.v1.KillRequest
 	(*RemoveRequest)(nil),        // 16: fluffy.runtime.v1.RemoveRequest
 	(*ContainerState)(nil),       // 17: fluffy.runtime.v1.ContainerState
-	(*InspectResponse)(nil),      // 18: fluffy.runtime.v1.InspectResponse
-	(*WaitResponse)(nil),         // 19: fluffy.runtime.v1.WaitResponse
-	(*LogsRequest)(nil),          // 20: fluffy.runtime.v1.LogsRequest
-	(*ListRequest)(nil),          // 21: fluffy.runtime.v1.ListRequest
-	(*ListResponse)(nil),         // 22: fluffy.runtime.v1.ListResponse
-	(*CreateVolumeRequest)(nil),  // 23: fluffy.runtime.v1.CreateVolumeRequest
-	(*CreateVolumeResponse)(nil), // 24: fluffy.runtime.v1.CreateVolumeResponse
-	(*RemoveVolumeRequest)(nil),  // 25: fluffy.runtime.v1.RemoveVolumeRequest
-	(*Volume)(nil),               // 26: fluffy.runtime.v1.Volume
-	(*ListVolumesResponse)(nil),  // 27: fluffy.runtime.v1.ListVolumesResponse
-	nil,                          // 28: fluffy.runtime.v1.PrepareImageRequest.LabelsEntry
-	nil,                          // 29: fluffy.runtime.v1.ContainerSpec.LabelsEntry
-	nil,                          // 30: fluffy.runtime.v1.ContainerState.LabelsEntry
-	nil,                          // 31: fluffy.runtime.v1.ListRequest.LabelsEntry
-	nil,                          // 32: fluffy.runtime.v1.CreateVolumeRequest.LabelsEntry
-	nil,                          // 33: fluffy.runtime.v1.Volume.LabelsEntry
-	(*proto.Error)(nil),          // 34: fluffy.base.v1.Error
+	(*RecordedMount)(nil),        // 18: fluffy.runtime.v1.RecordedMount
+	(*ContainerConfig)(nil),      // 19: fluffy.runtime.v1.ContainerConfig
+	(*InspectResponse)(nil),      // 20: fluffy.runtime.v1.InspectResponse
+	(*WaitResponse)(nil),         // 21: fluffy.runtime.v1.WaitResponse
+	(*LogsRequest)(nil),          // 22: fluffy.runtime.v1.LogsRequest
+	(*ListRequest)(nil),          // 23: fluffy.runtime.v1.ListRequest
+	(*ListResponse)(nil),         // 24: fluffy.runtime.v1.ListResponse
+	(*CreateVolumeRequest)(nil),  // 25: fluffy.runtime.v1.CreateVolumeRequest
+	(*CreateVolumeResponse)(nil), // 26: fluffy.runtime.v1.CreateVolumeResponse
+	(*RemoveVolumeRequest)(nil),  // 27: fluffy.runtime.v1.RemoveVolumeRequest
+	(*Volume)(nil),               // 28: fluffy.runtime.v1.Volume
+	(*ListVolumesResponse)(nil),  // 29: fluffy.runtime.v1.ListVolumesResponse
+	nil,                          // 30: fluffy.runtime.v1.PrepareImageRequest.LabelsEntry
+	nil,                          // 31: fluffy.runtime.v1.ContainerSpec.LabelsEntry
+	nil,                          // 32: fluffy.runtime.v1.ContainerState.LabelsEntry
+	nil,                          // 33: fluffy.runtime.v1.ListRequest.LabelsEntry
+	nil,                          // 34: fluffy.runtime.v1.CreateVolumeRequest.LabelsEntry
+	nil,                          // 35: fluffy.runtime.v1.Volume.LabelsEntry
+	(*proto.Error)(nil),          // 36: fluffy.base.v1.Error
 }
 var file_plugins_runtime_proto_runtime_proto_depIdxs = []int32{
-	34, // 0: fluffy.runtime.v1.PingResponse.error:type_name -> fluffy.base.v1.Error
-	28, // 1: fluffy.runtime.v1.PrepareImageRequest.labels:type_name -> fluffy.runtime.v1.PrepareImageRequest.LabelsEntry
+	36, // 0: fluffy.runtime.v1.PingResponse.error:type_name -> fluffy.base.v1.Error
+	30, // 1: fluffy.runtime.v1.PrepareImageRequest.labels:type_name -> fluffy.runtime.v1.PrepareImageRequest.LabelsEntry
 	0,  // 2: fluffy.runtime.v1.Mount.type:type_name -> fluffy.runtime.v1.Mount.Type
-	29, // 3: fluffy.runtime.v1.ContainerSpec.labels:type_name -> fluffy.runtime.v1.ContainerSpec.LabelsEntry
+	31, // 3: fluffy.runtime.v1.ContainerSpec.labels:type_name -> fluffy.runtime.v1.ContainerSpec.LabelsEntry
 	7,  // 4: fluffy.runtime.v1.ContainerSpec.mounts:type_name -> fluffy.runtime.v1.Mount
 	8,  // 5: fluffy.runtime.v1.CreateRequest.spec:type_name -> fluffy.runtime.v1.ContainerSpec
 	1,  // 6: fluffy.runtime.v1.OutputFrame.stream:type_name -> fluffy.runtime.v1.OutputFrame.Stream
-	30, // 7: fluffy.runtime.v1.ContainerState.labels:type_name -> fluffy.runtime.v1.ContainerState.LabelsEntry
-	17, // 8: fluffy.runtime.v1.InspectResponse.state:type_name -> fluffy.runtime.v1.ContainerState
-	31, // 9: fluffy.runtime.v1.ListRequest.labels:type_name -> fluffy.runtime.v1.ListRequest.LabelsEntry
-	17, // 10: fluffy.runtime.v1.ListResponse.containers:type_name -> fluffy.runtime.v1.ContainerState
-	32, // 11: fluffy.runtime.v1.CreateVolumeRequest.labels:type_name -> fluffy.runtime.v1.CreateVolumeRequest.LabelsEntry
-	33, // 12: fluffy.runtime.v1.Volume.labels:type_name -> fluffy.runtime.v1.Volume.LabelsEntry
-	26, // 13: fluffy.runtime.v1.ListVolumesResponse.volumes:type_name -> fluffy.runtime.v1.Volume
-	3,  // 14: fluffy.runtime.v1.Runtime.Ping:input_type -> fluffy.runtime.v1.PingRequest
-	5,  // 15: fluffy.runtime.v1.Runtime.PrepareImage:input_type -> fluffy.runtime.v1.PrepareImageRequest
-	9,  // 16: fluffy.runtime.v1.Runtime.Create:input_type -> fluffy.runtime.v1.CreateRequest
-	11, // 17: fluffy.runtime.v1.Runtime.Attach:input_type -> fluffy.runtime.v1.AttachRequest
-	13, // 18: fluffy.runtime.v1.Runtime.Start:input_type -> fluffy.runtime.v1.IDRequest
-	14, // 19: fluffy.runtime.v1.Runtime.Stop:input_type -> fluffy.runtime.v1.StopRequest
-	15, // 20: fluffy.runtime.v1.Runtime.Kill:input_type -> fluffy.runtime.v1.KillRequest
-	16, // 21: fluffy.runtime.v1.Runtime.Remove:input_type -> fluffy.runtime.v1.RemoveRequest
-	13, // 22: fluffy.runtime.v1.Runtime.Inspect:input_type -> fluffy.runtime.v1.IDRequest
-	13, // 23: fluffy.runtime.v1.Runtime.Pause:input_type -> fluffy.runtime.v1.IDRequest
-	13, // 24: fluffy.runtime.v1.Runtime.Resume:input_type -> fluffy.runtime.v1.IDRequest
-	13, // 25: fluffy.runtime.v1.Runtime.Wait:input_type -> fluffy.runtime.v1.IDRequest
-	20, // 26: fluffy.runtime.v1.Runtime.Logs:input_type -> fluffy.runtime.v1.LogsRequest
-	21, // 27: fluffy.runtime.v1.Runtime.List:input_type -> fluffy.runtime.v1.ListRequest
-	23, // 28: fluffy.runtime.v1.Runtime.CreateVolume:input_type -> fluffy.runtime.v1.CreateVolumeRequest
-	25, // 29: fluffy.runtime.v1.Runtime.RemoveVolume:input_type -> fluffy.runtime.v1.RemoveVolumeRequest
-	21, // 30: fluffy.runtime.v1.Runtime.ListVolumes:input_type -> fluffy.runtime.v1.ListRequest
-	4,  // 31: fluffy.runtime.v1.Runtime.Ping:output_type -> fluffy.runtime.v1.PingResponse
-	6,  // 32: fluffy.runtime.v1.Runtime.PrepareImage:output_type -> fluffy.runtime.v1.PrepareImageResponse
-	10, // 33: fluffy.runtime.v1.Runtime.Create:output_type -> fluffy.runtime.v1.CreateResponse
-	12, // 34: fluffy.runtime.v1.Runtime.Attach:output_type -> fluffy.runtime.v1.OutputFrame
-	2,  // 35: fluffy.runtime.v1.Runtime.Start:output_type -> fluffy.runtime.v1.Empty
-	2,  // 36: fluffy.runtime.v1.Runtime.Stop:output_type -> fluffy.runtime.v1.Empty
-	2,  // 37: fluffy.runtime.v1.Runtime.Kill:output_type -> fluffy.runtime.v1.Empty
-	2,  // 38: fluffy.runtime.v1.Runtime.Remove:output_type -> fluffy.runtime.v1.Empty
-	18, // 39: fluffy.runtime.v1.Runtime.Inspect:output_type -> fluffy.runtime.v1.InspectResponse
-	2,  // 40: fluffy.runtime.v1.Runtime.Pause:output_type -> fluffy.runtime.v1.Empty
-	2,  // 41: fluffy.runtime.v1.Runtime.Resume:output_type -> fluffy.runtime.v1.Empty
-	19, // 42: fluffy.runtime.v1.Runtime.Wait:output_type -> fluffy.runtime.v1.WaitResponse
-	12, // 43: fluffy.runtime.v1.Runtime.Logs:output_type -> fluffy.runtime.v1.OutputFrame
-	22, // 44: fluffy.runtime.v1.Runtime.List:output_type -> fluffy.runtime.v1.ListResponse
-	24, // 45: fluffy.runtime.v1.Runtime.CreateVolume:output_type -> fluffy.runtime.v1.CreateVolumeResponse
-	2,  // 46: fluffy.runtime.v1.Runtime.RemoveVolume:output_type -> fluffy.runtime.v1.Empty
-	27, // 47: fluffy.runtime.v1.Runtime.ListVolumes:output_type -> fluffy.runtime.v1.ListVolumesResponse
-	31, // [31:48] is the sub-list for method output_type
-	14, // [14:31] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	32, // 7: fluffy.runtime.v1.ContainerState.labels:type_name -> fluffy.runtime.v1.ContainerState.LabelsEntry
+	19, // 8: fluffy.runtime.v1.ContainerState.config:type_name -> fluffy.runtime.v1.ContainerConfig
+	18, // 9: fluffy.runtime.v1.ContainerConfig.mounts:type_name -> fluffy.runtime.v1.RecordedMount
+	17, // 10: fluffy.runtime.v1.InspectResponse.state:type_name -> fluffy.runtime.v1.ContainerState
+	33, // 11: fluffy.runtime.v1.ListRequest.labels:type_name -> fluffy.runtime.v1.ListRequest.LabelsEntry
+	17, // 12: fluffy.runtime.v1.ListResponse.containers:type_name -> fluffy.runtime.v1.ContainerState
+	34, // 13: fluffy.runtime.v1.CreateVolumeRequest.labels:type_name -> fluffy.runtime.v1.CreateVolumeRequest.LabelsEntry
+	35, // 14: fluffy.runtime.v1.Volume.labels:type_name -> fluffy.runtime.v1.Volume.LabelsEntry
+	28, // 15: fluffy.runtime.v1.ListVolumesResponse.volumes:type_name -> fluffy.runtime.v1.Volume
+	3,  // 16: fluffy.runtime.v1.Runtime.Ping:input_type -> fluffy.runtime.v1.PingRequest
+	5,  // 17: fluffy.runtime.v1.Runtime.PrepareImage:input_type -> fluffy.runtime.v1.PrepareImageRequest
+	9,  // 18: fluffy.runtime.v1.Runtime.Create:input_type -> fluffy.runtime.v1.CreateRequest
+	11, // 19: fluffy.runtime.v1.Runtime.Attach:input_type -> fluffy.runtime.v1.AttachRequest
+	13, // 20: fluffy.runtime.v1.Runtime.Start:input_type -> fluffy.runtime.v1.IDRequest
+	14, // 21: fluffy.runtime.v1.Runtime.Stop:input_type -> fluffy.runtime.v1.StopRequest
+	15, // 22: fluffy.runtime.v1.Runtime.Kill:input_type -> fluffy.runtime.v1.KillRequest
+	16, // 23: fluffy.runtime.v1.Runtime.Remove:input_type -> fluffy.runtime.v1.RemoveRequest
+	13, // 24: fluffy.runtime.v1.Runtime.Inspect:input_type -> fluffy.runtime.v1.IDRequest
+	13, // 25: fluffy.runtime.v1.Runtime.Pause:input_type -> fluffy.runtime.v1.IDRequest
+	13, // 26: fluffy.runtime.v1.Runtime.Resume:input_type -> fluffy.runtime.v1.IDRequest
+	13, // 27: fluffy.runtime.v1.Runtime.Wait:input_type -> fluffy.runtime.v1.IDRequest
+	22, // 28: fluffy.runtime.v1.Runtime.Logs:input_type -> fluffy.runtime.v1.LogsRequest
+	23, // 29: fluffy.runtime.v1.Runtime.List:input_type -> fluffy.runtime.v1.ListRequest
+	25, // 30: fluffy.runtime.v1.Runtime.CreateVolume:input_type -> fluffy.runtime.v1.CreateVolumeRequest
+	27, // 31: fluffy.runtime.v1.Runtime.RemoveVolume:input_type -> fluffy.runtime.v1.RemoveVolumeRequest
+	23, // 32: fluffy.runtime.v1.Runtime.ListVolumes:input_type -> fluffy.runtime.v1.ListRequest
+	4,  // 33: fluffy.runtime.v1.Runtime.Ping:output_type -> fluffy.runtime.v1.PingResponse
+	6,  // 34: fluffy.runtime.v1.Runtime.PrepareImage:output_type -> fluffy.runtime.v1.PrepareImageResponse
+	10, // 35: fluffy.runtime.v1.Runtime.Create:output_type -> fluffy.runtime.v1.CreateResponse
+	12, // 36: fluffy.runtime.v1.Runtime.Attach:output_type -> fluffy.runtime.v1.OutputFrame
+	2,  // 37: fluffy.runtime.v1.Runtime.Start:output_type -> fluffy.runtime.v1.Empty
+	2,  // 38: fluffy.runtime.v1.Runtime.Stop:output_type -> fluffy.runtime.v1.Empty
+	2,  // 39: fluffy.runtime.v1.Runtime.Kill:output_type -> fluffy.runtime.v1.Empty
+	2,  // 40: fluffy.runtime.v1.Runtime.Remove:output_type -> fluffy.runtime.v1.Empty
+	20, // 41: fluffy.runtime.v1.Runtime.Inspect:output_type -> fluffy.runtime.v1.InspectResponse
+	2,  // 42: fluffy.runtime.v1.Runtime.Pause:output_type -> fluffy.runtime.v1.Empty
+	2,  // 43: fluffy.runtime.v1.Runtime.Resume:output_type -> fluffy.runtime.v1.Empty
+	21, // 44: fluffy.runtime.v1.Runtime.Wait:output_type -> fluffy.runtime.v1.WaitResponse
+	12, // 45: fluffy.runtime.v1.Runtime.Logs:output_type -> fluffy.runtime.v1.OutputFrame
+	24, // 46: fluffy.runtime.v1.Runtime.List:output_type -> fluffy.runtime.v1.ListResponse
+	26, // 47: fluffy.runtime.v1.Runtime.CreateVolume:output_type -> fluffy.runtime.v1.CreateVolumeResponse
+	2,  // 48: fluffy.runtime.v1.Runtime.RemoveVolume:output_type -> fluffy.runtime.v1.Empty
+	29, // 49: fluffy.runtime.v1.Runtime.ListVolumes:output_type -> fluffy.runtime.v1.ListVolumesResponse
+	33, // [33:50] is the sub-list for method output_type
+	16, // [16:33] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_plugins_runtime_proto_runtime_proto_init() }
@@ -2081,7 +2300,7 @@ func file_plugins_runtime_proto_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_runtime_proto_runtime_proto_rawDesc), len(file_plugins_runtime_proto_runtime_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
