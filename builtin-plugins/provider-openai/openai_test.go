@@ -565,3 +565,33 @@ func TestOpenAIRetries(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenAIRetriesSpent: the turn's error says how many requests the
+// plugin sent and whether its retries are spent (so the agent loop does
+// not repeat them), across gRPC, without changing the retryable
+// classification that TestOpenAIRetries asserts.
+func TestOpenAIRetriesSpent(t *testing.T) {
+	srv := pt.New()
+	defer srv.Close()
+	c := inProcess(t, srv)
+	for _, tc := range []struct {
+		name      string
+		script    pt.Script
+		retryable bool
+		attempts  int
+		spent     bool
+	}{
+		{"529 every time", pt.OpenAIError(529, "server_error", "overloaded", "overloaded", nil), true, 3, true},
+		{"401 is final at once", pt.OpenAIError(401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided", nil), false, 1, false},
+		{"a retry-after beyond the longest wait is left to the caller", pt.OpenAIError(429, "requests", "rate_limit_exceeded", "Rate limit reached", map[string]string{"Retry-After": "20"}), true, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.Play(tc.script)
+			o := run(context.Background(), c, chatReq)
+			ri := provider.RetryOf(o.err)
+			if ri.Retryable != tc.retryable || ri.Attempts != tc.attempts || ri.RetriesSpent != tc.spent {
+				t.Fatalf("retry info %+v (%v), want retryable=%v attempts=%d spent=%v", ri, o.err, tc.retryable, tc.attempts, tc.spent)
+			}
+		})
+	}
+}

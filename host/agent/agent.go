@@ -181,7 +181,11 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 				}
 				continue
 			}
-			if ri := provider.RetryOf(err); ri.Retryable && t.retries < 3 {
+			// A failure the plugin already retried until its budget ran out
+			// (RetriesSpent) is not repeated here: the two loops would
+			// multiply (2 plugin retries × 3 agent retries = 12 requests).
+			// It stays retryable in the error the user sees.
+			if ri := provider.RetryOf(err); ri.Retryable && !ri.RetriesSpent && t.retries < 3 {
 				t.retries++
 				ue := uerr.From(err)
 				a.emit(Event{Type: EventError, Turn: t.turn, Error: ue})
@@ -193,6 +197,11 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 				}
 				t.turn--
 				continue
+			}
+			if ri := provider.RetryOf(err); ri.Retryable && ri.RetriesSpent {
+				d := a.failed(err)
+				d.Reason += fmt.Sprintf(" (a passing failure: the provider sent the request %d times; try again later)", max(ri.Attempts, 1))
+				return d
 			}
 			return a.failed(err)
 		}

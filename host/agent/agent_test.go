@@ -513,3 +513,32 @@ func TestConversationCarriesToAnotherAgent(t *testing.T) {
 		t.Fatal("the pin was not restored")
 	}
 }
+
+// TestSpentProviderRetriesAreNotRepeated: a retryable turn error is retried
+// by the loop unless the provider says it already spent its own retries
+// on it (RetriesSpent); then the task fails at once, and the reason still
+// says the failure is passing.
+func TestSpentProviderRetriesAreNotRepeated(t *testing.T) {
+	overloaded := func(spent bool) func(provider.ChatRequest) []provider.Event {
+		return func(provider.ChatRequest) []provider.Event {
+			return []provider.Event{{Err: provider.NewError(provider.CodeOverloaded, "OpenAI is overloaded", "529", "retry in a moment",
+				provider.RetryInfo{Retryable: true, HTTPStatus: 529, Attempts: 3, RetriesSpent: spent})}}
+		}
+	}
+	for _, tc := range []struct {
+		spent    bool
+		requests int
+		status   string
+	}{{false, 2, StatusDone}, {true, 1, StatusFailed}} {
+		m := &scripted{turns: []func(provider.ChatRequest) []provider.Event{overloaded(tc.spent), text("answer")}}
+		a, _, _, _ := newTestAgent(m, nil)
+		a.o.Workflow = idleWorkflow{}
+		done := a.Run(context.Background(), "what does this do?")
+		if len(m.requests) != tc.requests || done.Status != tc.status {
+			t.Fatalf("spent=%v: %d requests, done %+v; want %d requests, %s", tc.spent, len(m.requests), done, tc.requests, tc.status)
+		}
+		if tc.spent && !strings.Contains(done.Reason, "sent the request 3 times; try again later") {
+			t.Fatalf("reason %q", done.Reason)
+		}
+	}
+}

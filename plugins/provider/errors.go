@@ -64,6 +64,14 @@ type RetryInfo struct {
 	// UpstreamRequestID is the upstream's id for the failed request, for
 	// support tickets.
 	UpstreamRequestID string
+	// Attempts is how many requests the plugin sent upstream for this
+	// turn before giving up (0: not said, as from older plugins).
+	Attempts int
+	// RetriesSpent: the plugin already retried this failure as far as its
+	// own retry policy allows. Retryable keeps the classification (the
+	// failure is transient); RetriesSpent tells the caller not to repeat
+	// the turn itself, so retries do not stack (plugin × agent).
+	RetriesSpent bool
 }
 
 func (r *RetryInfo) Error() string {
@@ -73,6 +81,12 @@ func (r *RetryInfo) Error() string {
 	}
 	if r.HTTPStatus != 0 {
 		s += fmt.Sprintf(" status=%d", r.HTTPStatus)
+	}
+	if r.Attempts != 0 {
+		s += fmt.Sprintf(" attempts=%d", r.Attempts)
+	}
+	if r.RetriesSpent {
+		s += " retries_spent"
 	}
 	return s
 }

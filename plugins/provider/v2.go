@@ -216,7 +216,8 @@ func eventToV2(e Event) *pb.ChatEvent {
 	case e.Err != nil:
 		ri := RetryOf(e.Err)
 		return &pb.ChatEvent{Event: &pb.ChatEvent_Error{Error: &pb.StreamError{Error: base.ErrorToProto(e.Err), Retryable: ri.Retryable,
-			RetryAfterMs: ri.After.Milliseconds(), HttpStatus: int32(ri.HTTPStatus), UpstreamRequestId: ri.UpstreamRequestID}}}
+			RetryAfterMs: ri.After.Milliseconds(), HttpStatus: int32(ri.HTTPStatus), UpstreamRequestId: ri.UpstreamRequestID,
+			Attempts: int32(ri.Attempts), RetriesSpent: ri.RetriesSpent}}}
 	}
 	return &pb.ChatEvent{Event: &pb.ChatEvent_TextDelta{TextDelta: e.TextDelta}}
 }
@@ -262,7 +263,8 @@ func eventFromV2(ev *pb.ChatEvent) (Event, bool) {
 			ue = uerr.New("PLUGIN_ERROR", "the provider reported an error without details", "", "")
 		}
 		ue.Err = &RetryInfo{Retryable: se.GetRetryable(), After: time.Duration(se.GetRetryAfterMs()) * time.Millisecond,
-			HTTPStatus: int(se.GetHttpStatus()), UpstreamRequestID: se.GetUpstreamRequestId()}
+			HTTPStatus: int(se.GetHttpStatus()), UpstreamRequestID: se.GetUpstreamRequestId(),
+			Attempts: int(se.GetAttempts()), RetriesSpent: se.GetRetriesSpent()}
 		return Event{Err: ue}, true
 	}
 	return Event{}, false

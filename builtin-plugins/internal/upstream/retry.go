@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -50,6 +51,13 @@ func (c RetryConfig) withDefaults() RetryConfig {
 // quota, 5xx, 529, overloaded, a connection that failed before the first
 // byte; x-should-retry already folded in) waits the longer of the
 // jittered backoff and the upstream's retry-after.
+//
+// The error it returns says how many requests were sent
+// (RetryInfo.Attempts) and, when the retry budget ran out on a retryable
+// failure, RetriesSpent: the classification stays Retryable, but the
+// kernel's agent loop does not repeat the turn, so a failing upstream sees
+// at most 1+max_retries requests per turn instead of the product of both
+// loops.
 func (c RetryConfig) Retry(ctx context.Context, log hclog.Logger, attempt func() (delivered bool, err error)) error {
 	c = c.withDefaults()
 	exp := backoff.NewExponentialBackOff()
@@ -61,20 +69,23 @@ func (c RetryConfig) Retry(ctx context.Context, log hclog.Logger, attempt func()
 	b := backoff.WithMaxRetries(exp, uint64(max(*c.MaxRetries, 0)))
 	for n := 1; ; n++ {
 		delivered, err := attempt()
-		if err == nil || delivered || ctx.Err() != nil {
-			return err
+		if err == nil {
+			return nil
+		}
+		if delivered || ctx.Err() != nil {
+			return attempts(err, n, false)
 		}
 		ri := provider.RetryOf(err)
 		if !ri.Retryable {
-			return err
+			return attempts(err, n, false)
 		}
 		wait := b.NextBackOff()
 		if wait == backoff.Stop {
-			return err
+			return attempts(err, n, true)
 		}
 		if ri.After > wait {
 			if ri.After > time.Duration(c.MaxWaitMS)*time.Millisecond {
-				return err
+				return attempts(err, n, false)
 			}
 			wait = ri.After
 		}
@@ -87,4 +98,17 @@ func (c RetryConfig) Retry(ctx context.Context, log hclog.Logger, attempt func()
 		case <-t.C:
 		}
 	}
+}
+
+// attempts records on err's RetryInfo how many requests this turn sent and
+// whether the retry budget is spent. The classification (Retryable) is
+// left as it is: a spent budget does not make a transient failure
+// permanent, it only means nobody should repeat it right away.
+func attempts(err error, n int, spent bool) error {
+	var ri *provider.RetryInfo
+	if errors.As(err, &ri) {
+		ri.Attempts = n
+		ri.RetriesSpent = spent && ri.Retryable
+	}
+	return err
 }

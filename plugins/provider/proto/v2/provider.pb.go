@@ -1253,8 +1253,14 @@ type StreamError struct {
 	RetryAfterMs      int64                  `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	HttpStatus        int32                  `protobuf:"varint,4,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
 	UpstreamRequestId string                 `protobuf:"bytes,5,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Added compatibly in API 2 (an older peer ignores or leaves them zero):
+	// how many requests the plugin sent upstream for this turn, and whether it
+	// already retried as far as its retry policy allows (the kernel then does
+	// not repeat the turn; retryable still classifies the failure).
+	Attempts      int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	RetriesSpent  bool  `protobuf:"varint,7,opt,name=retries_spent,json=retriesSpent,proto3" json:"retries_spent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamError) Reset() {
@@ -1320,6 +1326,20 @@ func (x *StreamError) GetUpstreamRequestId() string {
 		return x.UpstreamRequestId
 	}
 	return ""
+}
+
+func (x *StreamError) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *StreamError) GetRetriesSpent() bool {
+	if x != nil {
+		return x.RetriesSpent
+	}
+	return false
 }
 
 var File_plugins_provider_proto_v2_provider_proto protoreflect.FileDescriptor
@@ -1422,14 +1442,16 @@ const file_plugins_provider_proto_v2_provider_proto_rawDesc = "" +
 	"stopReason\x12&\n" +
 	"\x0fraw_stop_reason\x18\x02 \x01(\tR\rrawStopReason\x12.\n" +
 	"\x13upstream_request_id\x18\x03 \x01(\tR\x11upstreamRequestId\x12\x14\n" +
-	"\x05model\x18\x04 \x01(\tR\x05model\"\xcf\x01\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\"\x90\x02\n" +
 	"\vStreamError\x12+\n" +
 	"\x05error\x18\x01 \x01(\v2\x15.fluffy.base.v1.ErrorR\x05error\x12\x1c\n" +
 	"\tretryable\x18\x02 \x01(\bR\tretryable\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\x03R\fretryAfterMs\x12\x1f\n" +
 	"\vhttp_status\x18\x04 \x01(\x05R\n" +
 	"httpStatus\x12.\n" +
-	"\x13upstream_request_id\x18\x05 \x01(\tR\x11upstreamRequestId2\xa5\x01\n" +
+	"\x13upstream_request_id\x18\x05 \x01(\tR\x11upstreamRequestId\x12\x1a\n" +
+	"\battempts\x18\x06 \x01(\x05R\battempts\x12#\n" +
+	"\rretries_spent\x18\a \x01(\bR\fretriesSpent2\xa5\x01\n" +
 	"\bProvider\x12O\n" +
 	"\x06Models\x12!.fluffy.provider.v2.ModelsRequest\x1a\".fluffy.provider.v2.ModelsResponse\x12H\n" +
 	"\x04Chat\x12\x1f.fluffy.provider.v2.ChatRequest\x1a\x1d.fluffy.provider.v2.ChatEvent0\x01BFZDgithub.com/fluffy-waffle/fluffy/plugins/provider/proto/v2;providerv2b\x06proto3"
