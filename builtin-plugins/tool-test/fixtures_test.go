@@ -104,6 +104,53 @@ var nodeFixtures = map[string]map[string]string{
 	},
 }
 
+// cargoFixtures are tiny real Rust packages (no dependencies, no
+// Cargo.lock: the view is read-only and cargo writes one).
+var cargoFixtures = map[string]map[string]string{
+	// Unit tests, an ignored test, an integration test, and a doc-test
+	// that is not run (doc-tests are excluded).
+	"cargogreen": {
+		"src/lib.rs":  "/// Adds.\n///\n/// ```\n/// assert_eq!(cargogreen::add(1, 2), 3);\n/// ```\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn adds() {\n        assert_eq!(add(1, 2), 3);\n    }\n\n    #[test]\n    #[ignore]\n    fn later() {}\n}\n",
+		"tests/it.rs": "#[test]\nfn adds_from_outside() {\n    assert_eq!(cargogreen::add(2, 2), 4);\n}\n",
+	},
+	"cargored": {
+		"src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn adds() {\n        assert_eq!(add(1, 2), 4, \"Add(1, 2) want 4\");\n    }\n\n    #[test]\n    fn ok() {}\n}\n",
+	},
+	// A new unit test of a function not written yet: red.
+	"cargoundefined": {
+		"src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn subs() {\n        assert_eq!(sub(3, 2), 1);\n    }\n}\n",
+	},
+	// A new integration test of a function not written yet: red too.
+	"cargoitundefined": {
+		"src/lib.rs":  "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+		"tests/it.rs": "use cargoitundefined::mul;\n\n#[test]\nfn muls() {\n    assert_eq!(mul(2, 3), 6);\n}\n",
+	},
+	// The code under test does not compile: a build error, not red.
+	"cargobuilderr": {
+		"src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b + \"x\"\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {}\n}\n",
+	},
+	// The code under test calls a function that does not exist: also a
+	// build error (the missing name is not in test code).
+	"cargocodeundefined": {
+		"src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 {\n    plus(a, b)\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        assert_eq!(super::add(1, 2), 3);\n    }\n}\n",
+	},
+	"cargonotests": {
+		"src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+	},
+	// A test that takes the whole binary down: the tests it started failed.
+	"cargoabort": {
+		"src/lib.rs": "#[cfg(test)]\nmod tests {\n    #[test]\n    fn aborts() {\n        std::process::abort();\n    }\n}\n",
+	},
+	"cargosleep": {
+		"src/lib.rs": "#[cfg(test)]\nmod tests {\n    #[test]\n    fn quick() {}\n\n    #[test]\n    fn sleeps() {\n        std::thread::sleep(std::time::Duration::from_secs(3600));\n    }\n}\n",
+	},
+	// cargopoison passes only if nothing outside the run's scratch
+	// directory is writable: not the project, /cache, /out.
+	"cargopoison": {
+		"src/lib.rs": "#[cfg(test)]\nmod tests {\n    #[test]\n    fn cannot_poison() {\n        let poison = std::env::var(\"POISON_DIR\").unwrap_or_default();\n        for d in [\"/cache\", \"/out\", env!(\"CARGO_MANIFEST_DIR\"), poison.as_str()] {\n            if d.is_empty() {\n                continue;\n            }\n            if !std::path::Path::new(d).is_dir() {\n                continue;\n            }\n            let p = std::path::Path::new(d).join(\"poisoned-by-test\");\n            assert!(std::fs::write(&p, \"x\").is_err(), \"wrote {}\", p.display());\n        }\n        let tmp = std::env::temp_dir().join(\"ok\");\n        std::fs::write(&tmp, \"x\").expect(\"scratch not writable\");\n    }\n}\n",
+	},
+}
+
 // pyFixtures are tiny real pytest projects, one per classification.
 var pyFixtures = map[string]map[string]string{
 	"pygreen": {
@@ -184,6 +231,18 @@ func writeGoFixtures(tb testing.TB, dir string) {
 		}
 	}
 	for name, files := range pyFixtures {
+		for f, c := range files {
+			p := filepath.Join(dir, name, filepath.FromSlash(f))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				tb.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	for name, files := range cargoFixtures {
+		files["Cargo.toml"] = "[package]\nname = \"" + name + "\"\nversion = \"0.1.0\"\nedition = \"2021\"\n"
 		for f, c := range files {
 			p := filepath.Join(dir, name, filepath.FromSlash(f))
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -172,6 +172,64 @@ var classCases = []classCase{
 	{"pytest no tests", `{"path":"pynotests"}`, testrun.NoTests, nil},
 	{"pytest timeout", `{"path":"pysleep","timeout_seconds":20}`, testrun.Timeout, nil},
 	{"pytest cannot poison", `{"path":"pypoison"}`, testrun.Green, nil},
+	{"cargo green", `{"path":"cargogreen"}`, testrun.Green, func(t *testing.T, r testrun.Run) {
+		// adds and adds_from_outside pass, later is ignored, the doc-test
+		// is not run.
+		if r.Runner != "cargo" || r.Counts != (testrun.Counts{Passed: 2, Skipped: 1}) {
+			t.Errorf("runner %s counts %+v tests %+v", r.Runner, r.Counts, r.Tests)
+		}
+		pkgs := map[string]bool{}
+		for _, tt := range r.Tests {
+			pkgs[tt.Name+" "+tt.Package] = true
+		}
+		if !pkgs["tests::adds cargogreen/src/lib.rs"] || !pkgs["adds_from_outside cargogreen/tests/it.rs"] {
+			t.Errorf("tests %+v", r.Tests)
+		}
+	}},
+	{"cargo red assertion", `{"path":"cargored"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if r.Counts != (testrun.Counts{Passed: 1, Failed: 1}) || r.Tests[0].Name != "tests::adds" || !strings.Contains(r.Tests[0].Message, "want 4") {
+			t.Errorf("tests %+v", r.Tests)
+		}
+	}},
+	{"cargo red undefined in unit test", `{"path":"cargoundefined"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) != 1 {
+			t.Fatalf("build errors %+v", r.BuildErrors)
+		}
+		be := r.BuildErrors[0]
+		if be.File != "cargoundefined/src/lib.rs" || be.Line != 11 || !be.Undefined || !be.InTestFile || !strings.HasPrefix(be.Message, "E0425: cannot find function `sub`") {
+			t.Errorf("build error %+v", be)
+		}
+	}},
+	{"cargo red undefined in integration test", `{"path":"cargoitundefined"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) != 1 || r.BuildErrors[0].File != "cargoitundefined/tests/it.rs" || r.BuildErrors[0].Line != 1 || !r.BuildErrors[0].InTestFile {
+			t.Errorf("build errors %+v", r.BuildErrors)
+		}
+	}},
+	{"cargo build error", `{"path":"cargobuilderr"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) == 0 || r.BuildErrors[0].File != "cargobuilderr/src/lib.rs" || r.BuildErrors[0].Line != 2 || r.BuildErrors[0].InTestFile {
+			t.Errorf("build errors %+v", r.BuildErrors)
+		}
+		if !strings.Contains(r.Summary, "cargobuilderr/src/lib.rs:2") {
+			t.Errorf("summary %q", r.Summary)
+		}
+	}},
+	{"cargo undefined in code", `{"path":"cargocodeundefined"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) == 0 || r.BuildErrors[0].File != "cargocodeundefined/src/lib.rs" || !r.BuildErrors[0].Undefined || r.BuildErrors[0].InTestFile {
+			t.Errorf("build errors %+v", r.BuildErrors)
+		}
+	}},
+	{"cargo no tests", `{"path":"cargonotests"}`, testrun.NoTests, nil},
+	{"cargo abort", `{"path":"cargoabort"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		if r.Counts.Failed == 0 || r.Tests[0].Name != "tests::aborts" {
+			t.Errorf("tests %+v", r.Tests)
+		}
+	}},
+	{"cargo timeout", `{"path":"cargosleep","timeout_seconds":30}`, testrun.Timeout, func(t *testing.T, r testrun.Run) {
+		if !strings.Contains(r.Summary, "tests::sleeps") {
+			t.Errorf("summary %q does not name the test that hung", r.Summary)
+		}
+	}},
+	{"cargo cannot poison", `{"path":"cargopoison"}`, testrun.Green, nil},
 }
 
 // sandboxPath is the PATH a code-executor sandbox gets from the default

@@ -149,8 +149,7 @@ func runTests(ctx context.Context, tc *pluginsdk.ToolContext, raw json.RawMessag
 	case "node":
 		run = j.runNode(ctx, timeout)
 	case "cargo":
-		run = testrun.Run{Status: testrun.RunnerError, Runner: "cargo",
-			Summary: "the cargo runner is not implemented yet: cargo test has no stable machine-readable test report (libtest's JSON needs nightly), and test.run never classifies free text"}
+		run = j.runCargo(ctx, timeout)
 	}
 	run.Runner = runner
 	run.DurationMS = time.Since(start).Milliseconds()
