@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -130,6 +131,9 @@ func (j *job) runCargo(ctx context.Context, timeout time.Duration) testrun.Run {
 	env = setEnv(env, "PATH", bin+string(os.PathListSeparator)+getEnv(env, "PATH"))
 	env = append(env, "CARGO_HOME="+filepath.Join(confined, "cargo-home"), "CARGO_TARGET_DIR="+filepath.Join(confined, "target"),
 		"CARGO_NET_OFFLINE=true", "CARGO_TERM_COLOR=never", "CARGO_INCREMENTAL=0", "RUSTC_BOOTSTRAP=1")
+	if kv := linkerEnv(ctx, env, bin); kv != "" {
+		env = append(env, kv)
+	}
 	cwd := filepath.Join(j.ws, filepath.FromSlash(manDir))
 	cargo := filepath.Join(bin, "cargo")
 	confine := landlock.Command(j.self, confined)
@@ -171,6 +175,13 @@ func (j *job) runCargo(ctx context.Context, timeout time.Duration) testrun.Run {
 			run.Summary += "; the sandbox has no network and no registry: vendor the dependencies (cargo vendor, with its .cargo/config.toml source replacement) so they are in the project"
 		}
 		return run
+	}
+	for _, be := range build.errors {
+		if be.File == "" && strings.HasPrefix(be.Message, "linker `") && strings.Contains(be.Message, "not found") {
+			run.Status = testrun.RunnerError
+			run.Summary = "rustc cannot link the tests: " + be.Message + "; the C compiler rustc links with (cc, gcc or clang) must be in the sandbox: list its directory (e.g. /usr) in the policy's toolchains section"
+			return run
+		}
 	}
 	if len(build.errors) > 0 {
 		run.BuildErrors = build.errors
@@ -476,6 +487,53 @@ func rustToolchainBin(env []string, home string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("cargo is not in the sandbox (no default toolchain in RUSTUP_HOME=%s, no cargo on PATH): list the Rust toolchain in the policy's toolchains section — `{path: ~/.rustup, env: RUSTUP_HOME}` for rustup, or the directory holding bin/cargo", rh)
+}
+
+// linkerEnv names a linker for the host target when `cc`, rustc's
+// default, does not resolve on PATH: a distribution's cc is a link
+// through /etc/alternatives, which the sandbox does not mount, while gcc
+// and clang link within /usr/bin. "" when cc works or nothing does.
+func linkerEnv(ctx context.Context, env []string, bin string) string {
+	path := getEnv(env, "PATH")
+	if resolvesOnPath("cc", path) != "" {
+		return ""
+	}
+	linker := ""
+	for _, c := range []string{"gcc", "clang"} {
+		if linker = resolvesOnPath(c, path); linker != "" {
+			break
+		}
+	}
+	if linker == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "rustc"), "-vV")
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if host, ok := strings.CutPrefix(l, "host: "); ok {
+			host = strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(strings.TrimSpace(host)))
+			return "CARGO_TARGET_" + host + "_LINKER=" + linker
+		}
+	}
+	return ""
+}
+
+// resolvesOnPath returns the first name on path that is an executable
+// file once its links are followed, "" when none is.
+func resolvesOnPath(name, path string) string {
+	for _, d := range filepath.SplitList(path) {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
 }
 
 // rustupDefault reads default_toolchain from rustup's settings.toml and

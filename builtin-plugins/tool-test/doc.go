@@ -5,14 +5,15 @@
 // outcomes, build errors with file:line, counts and optional coverage.
 //
 // Runners: Go (`go test -json`, its build events included), pytest (junit
-// XML), node (`node --test` with the junit reporter). The runner is
+// XML), node (`node --test` with the junit reporter), cargo (rustc's JSON
+// diagnostics, then each test binary's libtest JSON report). The runner is
 // detected from the view or named by the call; classification reads only
 // the runners' machine formats, never free text (pytest's exit code only
 // cross-checks its report).
 //
 // Code the AI wrote never runs with write access to anything that outlives
 // the call: the Go toolchain builds with the kernel-owned cache (/cache),
-// but every test binary, and pytest and node themselves, start through
+// but every test binary, and pytest, node and cargo themselves, start through
 // this binary's `confine` mode, which restricts writes with Landlock to a
 // per-run scratch directory before exec'ing them.
 //

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,7 +23,7 @@ func TestRunInDockerSandbox(t *testing.T) {
 	e := kerneltest.Start(t, ws, kerneltest.Options{}, pluginPkg)
 	for i, c := range classCases {
 		t.Run(c.name, func(t *testing.T) {
-			op := "op" + string(rune('a'+i))
+			op := fmt.Sprintf("op%d", i) // an operation id is a directory name
 			res := e.Call(t, "tool-test", "test.run", op, c.args)
 			if !res.OK {
 				t.Fatalf("test.run %s: %+v", c.args, res.Err)

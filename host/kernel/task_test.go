@@ -472,13 +472,26 @@ var languageTasks = []languageTask{
 		srcPath: "src/calc.js", newSrc: "function add(a, b) { return a + b; }\nfunction sub(a, b) { return a - b; }\nmodule.exports = { add, sub };\n",
 		hostRun: []string{"", "--test"}, hostWant: "# pass 2",
 	},
+	{
+		// The new integration test imports a function that does not
+		// exist yet: rustc's E0432 in tests/, which is red.
+		name: "rust", needs: []string{"cargo"},
+		files: map[string]string{
+			"Cargo.toml":    "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+			"src/lib.rs":    "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+			"tests/calc.rs": "#[test]\nfn adds() {\n    assert_eq!(calc::add(2, 3), 5);\n}\n",
+		},
+		testPath: "tests/sub.rs", newTest: "use calc::sub;\n\n#[test]\nfn subtracts() {\n    assert_eq!(sub(5, 3), 2);\n}\n",
+		srcPath: "src/lib.rs", newSrc: "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\npub fn sub(a: i32, b: i32) -> i32 {\n    a - b\n}\n",
+		hostRun: []string{"", "test", "--offline"}, hostWant: "test result: ok. 1 passed",
+	},
 }
 
 // TestStrictTaskInOtherLanguages is the whole loop on a Python project
-// (pytest) and a Node project (node --test): the failing test is written,
-// the runner runs it in the sandbox on the session's view (red), the
-// source is written (green), merged, committed, and the merged project's
-// tests pass on the host.
+// (pytest), a Node project (node --test) and a Rust package (cargo
+// test): the failing test is written, the runner runs it in the sandbox
+// on the session's view (red), the source is written (green), merged,
+// committed, and the merged project's tests pass on the host.
 func TestStrictTaskInOtherLanguages(t *testing.T) {
 	for _, lt := range languageTasks {
 		t.Run(lt.name, func(t *testing.T) {
