@@ -13,7 +13,7 @@ type Status string
 const (
 	// Red: at least one test failed, or a test file the session wrote fails
 	// to build because what it tests does not exist yet (Go `undefined:`
-	// in that _test.go).
+	// in that _test.go; rustc's missing-name errors in test code).
 	Red Status = "red"
 	// Green: tests ran and all passed.
 	Green Status = "green"
@@ -92,7 +92,8 @@ type BuildError struct {
 	Package string `json:"package,omitempty"`
 	Message string `json:"message"`
 	// Undefined is set when the error is a reference to a name that does
-	// not exist (Go `undefined: X`, Python ImportError of a missing name):
+	// not exist (Go `undefined: X`, Python ImportError of a missing name,
+	// rustc E0425 and the other missing-name codes):
 	// in a test file the session wrote, that makes the run red.
 	Undefined bool `json:"undefined,omitempty"`
 	// InTestFile: File is a test file by the runner's own convention.
