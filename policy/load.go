@@ -81,6 +81,9 @@ type Policy struct {
 	Content  []byte
 	Hash     string // sha256 of Content
 	Warnings []Warning
+	// Unapproved is set on the embedded default when it applies in place
+	// of a project policy file the user has not approved (policy/pin).
+	Unapproved *Unapproved
 
 	index    ruleIndex
 	examples []Request

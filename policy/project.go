@@ -1,11 +1,8 @@
 package policy
 
 import (
-	"errors"
-	"os"
+	"fmt"
 	"path/filepath"
-
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // ProjectPath is where a project's policy lives.
@@ -13,14 +10,26 @@ func ProjectPath(project string) string {
 	return filepath.Join(project, ".fluffy", "policy.yaml")
 }
 
-// LoadProject loads the project's policy file, or the embedded default when
-// the project has none.
-func LoadProject(project string) (*Policy, error) {
-	path := ProjectPath(project)
-	if _, err := os.Stat(path); err == nil {
-		return LoadFile(path)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, uerr.Wrap(err, CodeRead, "cannot read "+path, err.Error(), "check its permissions")
+// Unapproved is a project policy file that is not in force because its
+// content is not the one the user approved: a cloned repository can ship
+// any policy (`mode: observe`, an allow-everything rule), so its file
+// applies only once approved (`fluffy policy trust`), and only while it is
+// unchanged. Package policy/pin decides; this records the outcome on the
+// policy applied instead.
+type Unapproved struct {
+	Path string // the project's policy file
+	Hash string // sha256 of its content now
+	// Changed: another content of this file was approved before (it was
+	// edited since, not through `fluffy policy update`).
+	Changed bool
+}
+
+// Notice is the one-line message that says which policy applies and how
+// to change that.
+func (u *Unapproved) Notice() string {
+	why := "is not trusted yet"
+	if u.Changed {
+		why = "changed since you trusted it"
 	}
-	return Default()
+	return fmt.Sprintf("%s %s: the embedded default policy applies; review it and run `fluffy policy trust` to use it", u.Path, why)
 }

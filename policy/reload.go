@@ -2,8 +2,6 @@ package policy
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"time"
 
@@ -11,24 +9,40 @@ import (
 )
 
 // Watcher reloads a policy file into an Engine when it changes (hot
-// reload, seed 003). It polls size and modification time, and compares a
-// content hash before reloading; a file that fails to load leaves the old
-// policy in force.
+// reload, seed 003). It polls the size and modification time of the file
+// (and of any Also paths, e.g. the approval record that decides whether
+// the file may apply), loads through Source when one changed, and swaps
+// the result in when it differs from the policy in force. A policy that
+// fails to load leaves the old one in force; so does a missing file.
 type Watcher struct {
 	engine   *Engine
 	path     string
 	interval time.Duration
 	log      hclog.Logger
-	// OnReload, when set, is called after each attempt (err nil = loaded),
-	// e.g. to record a policy_update audit event.
+	// OnReload, when set, is called before each swap (err nil = loaded)
+	// and for each load that failed, e.g. to record a policy_update audit
+	// event. The engine still holds the old policy when it runs.
 	OnReload func(p *Policy, err error)
+	// Source, when set, gives the policy the file's current state puts in
+	// force (e.g. the embedded default while the file is not approved).
+	// Nil loads the file itself.
+	Source func() (*Policy, error)
+	// Also are more files whose change calls for a new look (the approval
+	// record of the file).
+	Also []string
 
+	stamps []stamp
+	last   string // key of the last outcome: hashes, or the error
+}
+
+type stamp struct {
+	ok    bool
 	size  int64
 	mtime time.Time
-	hash  string
 }
 
 // NewWatcher watches path for engine, polling every interval (default 1 s).
+// Set Source and Also before the first Check.
 func NewWatcher(engine *Engine, path string, interval time.Duration, log hclog.Logger) *Watcher {
 	if interval <= 0 {
 		interval = time.Second
@@ -36,12 +50,7 @@ func NewWatcher(engine *Engine, path string, interval time.Duration, log hclog.L
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	w := &Watcher{engine: engine, path: path, interval: interval, log: log}
-	if fi, err := os.Stat(path); err == nil {
-		w.size, w.mtime = fi.Size(), fi.ModTime()
-	}
-	w.hash = engine.Policy().Hash
-	return w
+	return &Watcher{engine: engine, path: path, interval: interval, log: log}
 }
 
 // Run polls until ctx is done.
@@ -58,38 +67,72 @@ func (w *Watcher) Run(ctx context.Context) {
 	}
 }
 
-// Check looks at the file once and reloads it if its content changed. It
+func (w *Watcher) stampAll() []stamp {
+	paths := append([]string{w.path}, w.Also...)
+	out := make([]stamp, len(paths))
+	for i, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			out[i] = stamp{ok: true, size: fi.Size(), mtime: fi.ModTime()}
+		}
+	}
+	return out
+}
+
+// key identifies what a policy puts in force: its content, and the
+// unapproved file it stands in for.
+func key(p *Policy) string {
+	k := p.Hash
+	if p.Unapproved != nil {
+		k += "|unapproved:" + p.Unapproved.Hash
+	}
+	return k
+}
+
+// Check looks at the files once and reloads the policy if they changed. It
 // reports whether a new policy was installed.
 func (w *Watcher) Check() bool {
-	fi, err := os.Stat(w.path)
-	if err != nil {
-		return false // a missing file keeps the policy in force
+	now := w.stampAll()
+	if w.stamps == nil {
+		// The first look loads once: the files may have changed since
+		// the policy in force was loaded from them.
+		w.stamps = make([]stamp, len(now))
+		w.last = key(w.engine.Policy())
 	}
-	if fi.Size() == w.size && fi.ModTime().Equal(w.mtime) {
+	changed := false
+	for i := range now {
+		if now[i] != w.stamps[i] {
+			changed = true
+		}
+	}
+	w.stamps = now
+	if !changed || !now[0].ok {
+		return false // unchanged, or a missing file: the policy in force stays
+	}
+	load := w.Source
+	if load == nil {
+		load = func() (*Policy, error) { return LoadFile(w.path) }
+	}
+	p, err := load()
+	if err != nil {
+		if k := "error:" + err.Error(); k != w.last {
+			w.last = k
+			if w.OnReload != nil {
+				w.OnReload(nil, err)
+			}
+			w.log.Error("policy reload failed; keeping the current policy", "path", w.path, "error", err)
+		}
 		return false
 	}
-	w.size, w.mtime = fi.Size(), fi.ModTime()
-	data, err := os.ReadFile(w.path)
-	if err != nil {
-		w.log.Error("policy reload: cannot read file; keeping the current policy", "path", w.path, "error", err)
-		return false
-	}
-	sum := sha256.Sum256(data)
-	h := hex.EncodeToString(sum[:])
-	if h == w.hash || h == w.engine.Policy().Hash {
+	k := key(p)
+	if k == w.last || k == key(w.engine.Policy()) {
 		// Unchanged, or already in force (written and swapped in by the
 		// kernel itself, e.g. an approved review's "always").
-		w.hash = h
+		w.last = k
 		return false
 	}
-	w.hash = h
-	p, err := Load(w.path, data)
+	w.last = k
 	if w.OnReload != nil {
-		w.OnReload(p, err)
-	}
-	if err != nil {
-		w.log.Error("policy reload failed; keeping the current policy", "path", w.path, "error", err)
-		return false
+		w.OnReload(p, nil)
 	}
 	w.engine.Swap(p)
 	return true

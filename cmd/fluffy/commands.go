@@ -13,6 +13,6 @@ func commands() []command {
 		{name: "attach", summary: "follow the project's running task (after the terminal that started it left)", run: runAttach},
 		{name: "kernel", summary: "run the project's kernel process (normally started for you); status, stop", run: runKernel},
 		{name: "config", summary: "init, get, set and show settings (flags > FLUFFY_* > project > user > defaults)", run: runConfig},
-		{name: "policy", summary: "show, validate, explain and update the security policy", run: runPolicy},
+		{name: "policy", summary: "show, validate, explain, update and trust the security policy", run: runPolicy},
 	}
 }

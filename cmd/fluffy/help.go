@@ -146,9 +146,10 @@ func helpTopics() map[string]helpTopic {
 			text: "Checks that the entry binary can run in the empty sandbox image (statically linked), then\n" +
 				"writes its sha256 into plugin.yaml, keeping the rest of the file as it is.\n"},
 
-		"policy": {usage: "policy SUBCOMMAND", summary: "show, validate, explain and update the security policy"},
+		"policy": {usage: "policy SUBCOMMAND", summary: "show, validate, explain, update and trust the security policy"},
 		"policy show": {usage: "policy show [--project DIR]", summary: "print the active policy",
-			text: "The active policy is <project>/.fluffy/policy.yaml, else the built-in default.\n\n" + projectFlag},
+			text: "The active policy is <project>/.fluffy/policy.yaml once you trusted its content (`fluffy policy\n" +
+				"trust`, or written by `fluffy policy update`), else the built-in default.\n\n" + projectFlag},
 		"policy validate": {usage: "policy validate FILE", summary: "check a policy file (rules, examples, counter-examples)"},
 		"policy explain": {usage: "policy explain --syscall S [--path P] [--host H] [--size N] [--sandbox T] [--caller NAME] [--plugin-kind K] [--tag T]... [--declared-host H]... [--mode M] [--state S] [--all] [--project DIR]",
 			summary: "show the decision and the rules behind it for one request",
@@ -161,7 +162,18 @@ func helpTopics() map[string]helpTopic {
 		"policy update": {usage: "policy update FILE [--yes] [--confirm PHRASE] [--project DIR]",
 			summary: "replace the project's policy after review (diff, trial replay of recent audit entries)",
 			text: "  --yes           approve without an interactive review (you reviewed the diff)\n" +
-				"  --confirm P     the confirmation phrase, needed when more than 5 changes are breaking\n" + projectFlag},
+				"  --confirm P     the confirmation phrase, needed when more than 5 changes are breaking\n" + projectFlag +
+				"The content written is trusted (pinned by sha256 in $FLUFFY_HOME/trust/policies).\n"},
+		"policy trust": {usage: "policy trust [--yes] [--project DIR]",
+			summary: "review the project's policy file and trust it (a clone's, or one edited by hand)",
+			text: "A project's .fluffy/policy.yaml applies only once you trusted its exact content: a cloned\n" +
+				"repository can ship any policy (mode: observe, an allow-everything rule). Until then, and\n" +
+				"after any change not made through `fluffy policy update`, the embedded default applies and\n" +
+				"fluffy says so (kernel log, audit log, policy show/explain, the REPL banner and /status, a\n" +
+				"one-shot task's stderr). This command shows the file's changes against the version you\n" +
+				"trusted last (or the embedded default), asks, and pins its sha256 in\n" +
+				"$FLUFFY_HOME/trust/policies; a running kernel applies it within a second.\n\n" +
+				"  --yes           trust without asking (you reviewed the file); needed without a terminal\n" + projectFlag},
 
 		"sandbox": {usage: "sandbox SUBCOMMAND", summary: "list (ls) and clean up (gc) plugin sandbox containers"},
 		"sandbox ls": {usage: "sandbox ls [--orphans]", summary: "list this home's sandbox containers and volumes",

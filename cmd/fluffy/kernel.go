@@ -15,6 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/policy/pin"
 	"github.com/fluffy-waffle/fluffy/uerr"
 	"github.com/hashicorp/go-hclog"
 )
@@ -109,6 +110,12 @@ func kernelRun(e *env, args []string) error {
 	}
 	serveTasks(d, k, tasks, cfgErr, cfg.String("agent.on_disconnect") == "cancel", func() daemon.SessionStatus {
 		st := daemon.SessionStatus{Session: k.Session.ID(), L1: inL1, Sandbox: cfg.String("sandbox"), Provider: to.Provider, Model: to.Model, Pending: len(k.Session.Changes())}
+		if p := k.Policy.Policy(); p != nil {
+			st.Policy = pin.Describe(p)
+			if p.Unapproved != nil {
+				st.PolicyWarning = p.Unapproved.Notice()
+			}
+		}
 		if tasks != nil {
 			ws := tasks.Machine().Status()
 			st.Mode, st.State, st.Writable = string(ws.Mode), string(ws.State), []string{ws.Writable}

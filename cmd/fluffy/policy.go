@@ -13,28 +13,35 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/pin"
 	"github.com/fluffy-waffle/fluffy/policy/units"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// runPolicy implements `fluffy policy show|validate|explain|update`.
+// runPolicy implements `fluffy policy show|validate|explain|update|trust`.
 func runPolicy(e *env, args []string) error {
 	return subcommands(e, "policy", args, map[string]func(*env, []string) error{
 		"show":     policyShow,
 		"validate": policyValidate,
 		"explain":  policyExplain,
 		"update":   policyUpdate,
+		"trust":    policyTrust,
 	})
 }
 
 // projectPolicyPath is <project>/.fluffy/policy.yaml.
 func projectPolicyPath(project string) string { return policy.ProjectPath(project) }
 
-// activePolicy loads the project's policy file, or the embedded default.
-func activePolicy(project string) (*policy.Policy, error) { return policy.LoadProject(project) }
+// activePolicy loads the project's policy file when its content is the one
+// approved in $FLUFFY_HOME, else the embedded default (policy/pin, and
+// p.Unapproved says why).
+func activePolicy(e *env, project string) (*policy.Policy, error) {
+	return pin.Load(project, pin.NewStore(e.home))
+}
 
 func projectFlag(fs *flag.FlagSet) *string {
-	return fs.String("project", ".", "project directory (the active policy is <project>/.fluffy/policy.yaml, else the built-in default)")
+	return fs.String("project", ".", "project directory (the active policy is <project>/.fluffy/policy.yaml once trusted with `fluffy policy trust`, else the built-in default)")
 }
 
 func newPolicyFlags(e *env, name string) *flag.FlagSet {
@@ -55,11 +62,15 @@ func policyShow(e *env, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return usageErr("policy show", err.Error(), "run `fluffy policy show -h`")
 	}
-	p, err := activePolicy(*project)
+	p, err := activePolicy(e, *project)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "Policy: %s\nMode: %s\nHash: %s\n\n", p.File, p.Mode, p.Hash)
+	fmt.Fprintf(e.stdout, "Policy: %s\nMode: %s\nHash: %s\n", p.File, p.Mode, p.Hash)
+	if p.Unapproved != nil {
+		fmt.Fprintf(e.stdout, "Not in force: %s\n", textsafe.Line(p.Unapproved.Notice(), 500))
+	}
+	fmt.Fprintln(e.stdout)
 	fmt.Fprintln(e.stdout, "Built-in rules (always first, cannot be changed):")
 	for _, b := range policy.Builtins() {
 		fmt.Fprintf(e.stdout, "  %-30s %s\n", b.Name, b.Description)
@@ -136,13 +147,17 @@ func policyExplain(e *env, args []string) error {
 	if req.Caller.Plugin != "" {
 		req.Caller.Kind = "plugin"
 	}
-	p, err := activePolicy(*project)
+	p, err := activePolicy(e, *project)
 	if err != nil {
 		return err
 	}
 	res := policy.NewEngine(p, policy.Options{Logger: e.log}).Explain(context.Background(), req)
 	w := e.stdout
-	fmt.Fprintf(w, "Request: %s\nPolicy:  %s (mode %s)\n\nRules:\n", req, p.File, p.Mode)
+	fmt.Fprintf(w, "Request: %s\nPolicy:  %s (mode %s)\n", req, p.File, p.Mode)
+	if p.Unapproved != nil {
+		fmt.Fprintf(w, "         %s\n", textsafe.Line(p.Unapproved.Notice(), 500))
+	}
+	fmt.Fprint(w, "\nRules:\n")
 	shown := 0
 	for _, ev := range res.Trace {
 		if !ev.Matched && !*all && ev.Note == "" {
@@ -198,7 +213,7 @@ func policyUpdate(e *env, args []string) error {
 	if err != nil {
 		return uerr.Wrap(err, policy.CodeRead, "cannot read "+file, err.Error(), "check the path")
 	}
-	current, err := activePolicy(*project)
+	current, err := activePolicy(e, *project)
 	if err != nil {
 		return err
 	}
@@ -255,7 +270,14 @@ func policyUpdate(e *env, args []string) error {
 		}
 	}
 	target := projectPolicyPath(*project)
-	if err := policy.Commit(target, prop, *confirm, nil); err != nil {
+	if want := prop.ConfirmPhrase(); want != "" && *confirm != want {
+		return policy.Commit(target, prop, *confirm, nil) // refuses, and says why
+	}
+	// A reviewed update is an approval of the content it writes: it is
+	// pinned as trusted, so the file stays in force (policy/pin).
+	if err := pin.NewStore(e.home).Written(*project, prop.Policy.Content, "fluffy policy update", func() error {
+		return policy.Commit(target, prop, *confirm, nil)
+	}); err != nil {
 		return err
 	}
 	if err := auditor.RecordPolicyUpdate(context.Background(), target, prop.Replayed, len(prop.Changes), prop.Breaking); err != nil {

@@ -16,6 +16,13 @@ func testEnv(stdin string, tty bool) (*env, *bytes.Buffer, *bytes.Buffer) {
 		getenv: func(string) string { return "" }, isTTY: tty}, &out, &errb
 }
 
+// homeEnv is testEnv with $FLUFFY_HOME (where policy approvals are kept).
+func homeEnv(home, stdin string, tty bool) (*env, *bytes.Buffer, *bytes.Buffer) {
+	e, out, errb := testEnv(stdin, tty)
+	e.home = home
+	return e, out, errb
+}
+
 func TestPolicyExplainShowsWhy(t *testing.T) {
 	e, out, errb := testEnv("", false)
 	code := run([]string{"policy", "explain", "--project", t.TempDir(), "--syscall", "fs.write", "--path", "src/.env", "--sandbox", "code-executor"}, e)
@@ -53,10 +60,15 @@ func TestPolicyUpdateNeedsReview(t *testing.T) {
 		current += "      - { syscall: fs.read, path: f" + string(rune('0'+i)) + ".go }\n"
 	}
 	os.WriteFile(target, []byte(current), 0o644)
+	// The project's own policy applies once trusted (policy/pin).
+	home := t.TempDir()
+	if e, _, errb := homeEnv(home, "", false); run([]string{"policy", "trust", "--project", project, "--yes"}, e) != 0 {
+		t.Fatalf("policy trust: %s", errb)
+	}
 	newPolicy := filepath.Join(project, "new.yaml")
 	os.WriteFile(newPolicy, []byte("capabilities:\n  - { name: read, match: { syscall: fs.read, path_glob: [\"docs/**\"] }, action: allow }\n"), 0o644)
 
-	e, out, errb := testEnv("", false)
+	e, out, errb := homeEnv(home, "", false)
 	if code := run([]string{"policy", "update", "--project", project, newPolicy}, e); code != 1 || !strings.Contains(errb.String(), "POLICY_REVIEW_REQUIRED") {
 		t.Fatalf("no TTY, no --yes: exit %d %s", code, errb)
 	}
@@ -67,18 +79,18 @@ func TestPolicyUpdateNeedsReview(t *testing.T) {
 		t.Fatal("policy written without review")
 	}
 	// The current policy's examples replayed: 7 allows become denies.
-	e, _, errb = testEnv("", false)
+	e, _, errb = homeEnv(home, "", false)
 	if code := run([]string{"policy", "update", "--project", project, "--yes", newPolicy}, e); code != 1 || !strings.Contains(errb.String(), "POLICY_CONFIRM_PHRASE") {
 		t.Fatalf("without phrase: exit %d %s", code, errb)
 	}
-	e, out, _ = testEnv("y\n", true)
+	e, out, _ = homeEnv(home, "y\n", true)
 	run([]string{"policy", "update", "--project", project, newPolicy}, e)
 	i := strings.Index(out.String(), "Type \"")
 	if i < 0 {
 		t.Fatalf("no phrase prompt:\n%s", out)
 	}
 	phrase := strings.SplitN(out.String()[i+6:], "\"", 2)[0]
-	e, out, errb = testEnv("", false)
+	e, out, errb = homeEnv(home, "", false)
 	if code := run([]string{"policy", "update", "--project", project, "--yes", "--confirm", phrase, newPolicy}, e); code != 0 {
 		t.Fatalf("exit %d %s", code, errb)
 	}
@@ -87,9 +99,9 @@ func TestPolicyUpdateNeedsReview(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("project policy not written")
 	}
-	e, out, _ = testEnv("", false)
+	e, out, _ = homeEnv(home, "", false)
 	run([]string{"policy", "show", "--project", project}, e)
-	if !strings.Contains(out.String(), target) {
-		t.Fatalf("show does not use the project policy:\n%s", out)
+	if !strings.Contains(out.String(), target) || strings.Contains(out.String(), "Not in force") {
+		t.Fatalf("show does not use the project policy (an update is trusted as it is written):\n%s", out)
 	}
 }

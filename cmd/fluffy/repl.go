@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -74,6 +75,7 @@ func runREPL(e *env, f taskFlags) int {
 	if !st.L1 {
 		fmt.Fprintf(e.stdout, "  the kernel runs as a local process (--l1=none)\n")
 	}
+	printPolicyWarning(e.stdout, st)
 	aborted := false
 	for {
 		select {
@@ -152,6 +154,8 @@ func (rp *repl) slash(line string) bool {
 				where = "a local process (--l1=none)"
 			}
 			fmt.Fprintf(rp.e.stdout, "  kernel: %s; plugins in %s sandboxes; provider %s %s\n", where, st.Sandbox, orDash(st.Provider), st.Model)
+			fmt.Fprintf(rp.e.stdout, "  policy: %s\n", safeLine(orDash(st.Policy), 300))
+			printPolicyWarning(rp.e.stdout, st)
 		}
 	case "/budget":
 		var st daemon.SessionStatus
@@ -253,5 +257,13 @@ func (rp *repl) saveHistory() {
 	if f, err := os.OpenFile(historyFile(rp.e), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err == nil {
 		_, _ = rp.ln.WriteHistory(f)
 		f.Close()
+	}
+}
+
+// printPolicyWarning says when the project's policy file is not in force
+// (its content is not approved) and how to fix it.
+func printPolicyWarning(w io.Writer, st daemon.SessionStatus) {
+	if st.PolicyWarning != "" {
+		fmt.Fprintf(w, "  ! %s\n", safeLine(st.PolicyWarning, 400))
 	}
 }

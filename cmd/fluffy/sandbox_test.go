@@ -62,7 +62,7 @@ func TestKilledCLILeavesNoSandboxBehind(t *testing.T) {
 	}
 
 	project := t.TempDir()
-	allowFixture(t, project)
+	allowFixture(t, c, project)
 	cmd := exec.Command(fluffy, "plugin", "call", "fixture", "fx.sleep", `{}`, "--project", project)
 	cmd.Env = append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_RUNTIME_ADAPTER="+c.vars["FLUFFY_RUNTIME_ADAPTER"])
 	var stderr strings.Builder
@@ -127,13 +127,17 @@ func TestKilledCLILeavesNoSandboxBehind(t *testing.T) {
 
 // allowFixture gives project a policy that lets the fixture plugin's tools
 // (which take no path arguments) run: the default policy denies every
-// pathless tool no rule names.
-func allowFixture(t *testing.T, project string) {
+// pathless tool no rule names. The file is trusted the way a person does
+// it (`fluffy policy trust --yes`), or the default would apply.
+func allowFixture(t *testing.T, c *cli, project string) {
 	t.Helper()
 	os.MkdirAll(filepath.Join(project, ".fluffy"), 0o755)
 	src := string(policy.DefaultYAML()) + "\n  - name: fixture-tools\n    match: { syscall: \"fx.*\", plugin: fixture }\n    action: allow\n"
 	if err := os.WriteFile(filepath.Join(project, ".fluffy", "policy.yaml"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if _, errOut, code := c.run("policy", "trust", "--yes", "--project", project); code != 0 {
+		t.Fatalf("policy trust: %s", errOut)
 	}
 }
 

@@ -279,6 +279,10 @@ func runOneShot(e *env, f taskFlags) int {
 	if rec != nil {
 		rec.header(Version, s.cfg.String("provider"), s.cfg.String("model"))
 	}
+	var st daemon.SessionStatus
+	if s.call(ctx, daemon.MethodSessionStatus, daemon.SessionParams{}, &st) == nil {
+		printPolicyWarning(e.stderr, st)
+	}
 	// Stop supervising before the connection closes, or the supervisor
 	// takes the closed connection for a dead kernel and restarts it.
 	defer func() { cancel(); s.client().Close() }()

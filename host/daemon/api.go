@@ -116,6 +116,10 @@ type SessionStatus struct {
 	// Budget is the last task's consumption; Debt the tech-debt budget.
 	Budget *agent.BudgetEvent `json:"budget,omitempty"`
 	Debt   string             `json:"debt,omitempty"`
+	// Policy names the policy in force; PolicyWarning is set when the
+	// project's policy file is not it (its content is not approved).
+	Policy        string `json:"policy,omitempty"`
+	PolicyWarning string `json:"policy_warning,omitempty"`
 }
 
 // SessionInfo is one entry of session.list.

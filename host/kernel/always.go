@@ -15,6 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/pin"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -35,7 +36,11 @@ type amender struct {
 	engine *policy.Engine
 	path   string // the project's policy file
 	audit  Auditor
-	mu     sync.Mutex // one policy change at a time
+	// pins, when set, approves the content written (the review is the
+	// person's approval), so the file stays in force (policy/pin).
+	pins    *pin.Store
+	project string
+	mu      sync.Mutex // one policy change at a time
 }
 
 // proposal is one "always" on its way to the policy file.
@@ -102,6 +107,11 @@ func (a *amender) propose(r router.ReviewRequest) (*proposal, error) {
 // file edited since the kernel loaded it is not overwritten with an
 // amendment of the old one).
 func (a *amender) current(p *policy.Policy) error {
+	if u := p.Unapproved; u != nil {
+		return uerr.New(CodePolicyChangedOnDisk, "\"always\" is not possible: "+u.Path+" is not trusted",
+			"the embedded default applies in its place, and the change would be made to a policy you have not approved",
+			"approve it once or for this session; review the file and run `fluffy policy trust` first")
+	}
 	data, err := os.ReadFile(a.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // the embedded default: the amendment creates the file
@@ -147,7 +157,12 @@ func (a *amender) apply(ctx context.Context, p *proposal, session string) error 
 			return err
 		}
 	}
-	if err := policy.Commit(a.path, p.prop, "", a.engine); err != nil {
+	write := func() error { return policy.Commit(a.path, p.prop, "", a.engine) }
+	if a.pins != nil {
+		if err := a.pins.Written(a.project, p.am.Content, "review: always", write); err != nil {
+			return err
+		}
+	} else if err := write(); err != nil {
 		return err
 	}
 	sum := sha256.Sum256(p.am.Content)

@@ -92,7 +92,7 @@ func newAlwaysFixture(t *testing.T) *alwaysFixture {
 	if err := os.WriteFile(file, []byte(alwaysPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := policy.LoadProject(ws)
+	p, err := policy.LoadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}

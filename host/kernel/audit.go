@@ -173,3 +173,19 @@ func (a Auditor) RecentDecisions(n int) ([]policy.RecordedDecision, error) {
 	}
 	return out, nil
 }
+
+// RecordUnapprovedPolicy records that the project's policy file is not in
+// force because the user has not approved its content (policy/pin): the
+// embedded default (hash inForce) applies instead. when says at which
+// point it was found ("kernel start", "file changed on disk").
+func (a Auditor) RecordUnapprovedPolicy(ctx context.Context, u *policy.Unapproved, inForce, when string) error {
+	if a.Log == nil || u == nil {
+		return nil
+	}
+	_, err := a.Log.Append(ctx, audit.Event{
+		Type: audit.EventPolicyUpdate, Caller: "kernel", SyscallType: "policy.trust",
+		PolicyDecision: audit.DecisionDenied, DenyReason: u.Notice(),
+		Metadata: map[string]string{"path": u.Path, "file_hash": u.Hash, "in_force_hash": inForce, "via": when, "changed": fmt.Sprint(u.Changed)},
+	})
+	return err
+}

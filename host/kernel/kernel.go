@@ -27,6 +27,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/internal/diskfree"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/pin"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -190,8 +191,11 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	}
 	k := &Kernel{db: db, log: o.Logger.Named("kernel"), workspace: o.Workspace, home: o.Home, progress: o.Progress, sessionMode: o.SessionMode, pluginConfig: o.PluginConfig}
 	watchPolicy := false
+	pins := pin.NewStore(o.Home)
 	if o.Policy == nil {
-		p, err := policy.LoadProject(o.Workspace)
+		// The project's policy file applies only once the user approved
+		// its content (a cloned repository ships whatever it likes).
+		p, err := pin.Load(o.Workspace, pins)
 		if err != nil {
 			_ = db.Close()
 			return nil, err
@@ -229,7 +233,14 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	k.applyRetention(ctx)
 	k.startMaintenance(o.RetentionInterval)
 	if watchPolicy {
-		k.watchPolicy(policy.ProjectPath(o.Workspace), o.PolicyReloadInterval)
+		if u := k.Policy.Policy().Unapproved; u != nil {
+			k.log.Warn(u.Notice())
+			if err := (Auditor{Log: k.Audit, Logger: o.Logger}).RecordUnapprovedPolicy(ctx, u, k.Policy.Policy().Hash, "kernel start"); err != nil {
+				k.Close()
+				return nil, err
+			}
+		}
+		k.watchPolicy(policy.ProjectPath(o.Workspace), pins, o.PolicyReloadInterval)
 	}
 	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger, Auditor: Auditor{Log: k.HomeAudit, Logger: o.Logger}})
 	if o.NetworkAuditor == nil {

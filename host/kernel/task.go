@@ -16,6 +16,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/pin"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -124,7 +125,7 @@ func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
 	k.provider = o.Provider
 	t := &Tasks{k: k, o: o, log: o.Logger.Named("task"), subs: map[chan agent.Event]struct{}{},
 		reviews: map[string]pendingReview{}, approved: map[string]bool{}}
-	t.am = &amender{engine: k.Policy, path: policy.ProjectPath(k.workspace), audit: Auditor{Log: k.Audit, Logger: o.Logger}}
+	t.am = &amender{engine: k.Policy, path: policy.ProjectPath(k.workspace), pins: pin.NewStore(k.home), project: k.workspace, audit: Auditor{Log: k.Audit, Logger: o.Logger}}
 	t.hv = newViewHasher(k)
 	mg, err := state.NewManager(state.Options{
 		DB: k.ProjectDB, Audit: k.Audit, Policy: k.Policy, Approver: modeApprover{t},

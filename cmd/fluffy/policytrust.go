@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/pin"
+	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/uerr"
+)
+
+// Codes of `fluffy policy trust`.
+const (
+	CodeTrustReviewRequired = "POLICY_TRUST_REVIEW_REQUIRED"
+	CodeTrustRejected       = "POLICY_TRUST_REJECTED"
+	CodeTrustNoFile         = "POLICY_TRUST_NO_FILE"
+)
+
+// policyTrust implements `fluffy policy trust`: the project's policy file
+// (as a clone shipped it, or as edited by hand) is shown — its changes
+// since the version last trusted, or against the embedded default — and
+// pinned by hash in $FLUFFY_HOME once the person approves it. Until then
+// the embedded default applies (policy/pin).
+func policyTrust(e *env, args []string) error {
+	fs := newPolicyFlags(e, "trust")
+	project := projectFlag(fs)
+	yes := fs.Bool("yes", false, "trust the file without an interactive question (you reviewed it)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return usageErr("policy trust", "unexpected arguments", "usage: fluffy policy trust [--project DIR] [--yes]")
+	}
+	path := projectPolicyPath(*project)
+	content, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return uerr.New(CodeTrustNoFile, "no project policy to trust", path+" does not exist, so the embedded default policy applies",
+			"write a policy with `fluffy policy update FILE` (it is trusted as it is written)")
+	}
+	if err != nil {
+		return uerr.Wrap(err, policy.CodeRead, "cannot read "+path, err.Error(), "check its permissions")
+	}
+	// A policy that does not load is not trusted: it would not apply.
+	p, err := policy.Load(path, content)
+	if err != nil {
+		return err
+	}
+	pins := pin.NewStore(e.home)
+	rec, err := pins.Lookup(*project)
+	if err != nil {
+		return err
+	}
+	w := e.stdout
+	if rec.Approves(p.Hash) {
+		fmt.Fprintf(w, "Already trusted: %s (sha256 %.12s) is the policy in force.\n", path, p.Hash)
+		return nil
+	}
+	base, baseName := string(policy.DefaultYAML()), "the embedded default policy"
+	if rec != nil && rec.Content != "" {
+		base, baseName = rec.Content, "the version you trusted last"
+	}
+	fmt.Fprintf(w, "%s is not trusted yet: until you trust it, the embedded default policy applies.\n", path)
+	fmt.Fprintf(w, "sha256 %s, mode %s, %d rules, %d warnings\n", p.Hash, p.Mode, len(p.Rules), len(p.Warnings))
+	if p.Mode == policy.Observe {
+		fmt.Fprintln(w, "WARNING: mode: observe — nothing is denied; denials are only logged.")
+	}
+	printWarnings(w, p)
+	fmt.Fprintf(w, "\nChanges against %s:\n%s\n", baseName, lineDiff(base, string(content)))
+	approved := *yes
+	if !approved {
+		if !e.isTTY {
+			return uerr.New(CodeTrustReviewRequired, "policy not trusted",
+				"a project's policy file decides what fluffy may do, so it applies only once you approved it, and there is no terminal to ask on",
+				"review the changes above, then run `fluffy policy trust --yes`")
+		}
+		ans, err := ask(e, "Trust this policy for "+path+"? [y/N] ")
+		if err != nil {
+			return err
+		}
+		approved = ans == "y" || ans == "yes"
+	}
+	if !approved {
+		return uerr.New(CodeTrustRejected, "policy not trusted", "you did not approve it", "the embedded default policy stays in force")
+	}
+	if err := pins.Approve(*project, content, "fluffy policy trust"); err != nil {
+		return err
+	}
+	// The project's audit log says so; a running kernel holds it, and
+	// records the change itself when it applies the file.
+	if log, err := audit.Open(context.Background(), audit.Options{Dir: store.DefaultDir(*project), Logger: e.log}); err == nil {
+		old := ""
+		if def, err := policy.Default(); err == nil {
+			old = def.Hash
+		}
+		_ = kernel.Auditor{Log: log, Logger: e.log}.RecordPolicyChange(context.Background(), kernel.PolicyChangeRecord{
+			Path: path, OldHash: old, NewHash: p.Hash, Via: "approved: fluffy policy trust",
+		})
+		log.Close()
+	}
+	fmt.Fprintf(w, "Trusted: %s (sha256 %.12s) applies now; a running kernel picks it up within a second.\n", path, p.Hash)
+	fmt.Fprintln(w, "Edit it through `fluffy policy update FILE`: a change made any other way needs `fluffy policy trust` again.")
+	return nil
+}
+
+// lineDiff is a line diff of a to b ("-"/"+" lines, unchanged lines as
+// "  "), runs of unchanged lines elided; every line is escaped (the file
+// is untrusted text).
+func lineDiff(a, b string) string {
+	x, y := strings.Split(strings.TrimSuffix(a, "\n"), "\n"), strings.Split(strings.TrimSuffix(b, "\n"), "\n")
+	if len(x)*len(y) > 4_000_000 { // too large to align: show it all
+		var sb strings.Builder
+		for _, l := range y {
+			sb.WriteString("+ " + textsafe.Line(l, 300) + "\n")
+		}
+		return sb.String()
+	}
+	// lcs[i][j]: length of the longest common subsequence of x[i:], y[j:].
+	lcs := make([][]int, len(x)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(y)+1)
+	}
+	for i := len(x) - 1; i >= 0; i-- {
+		for j := len(y) - 1; j >= 0; j-- {
+			if x[i] == y[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type line struct {
+		op   byte
+		text string
+	}
+	var out []line
+	i, j := 0, 0
+	for i < len(x) || j < len(y) {
+		switch {
+		case i < len(x) && j < len(y) && x[i] == y[j]:
+			out = append(out, line{' ', x[i]})
+			i++
+			j++
+		case j < len(y) && (i == len(x) || lcs[i][j+1] >= lcs[i+1][j]):
+			out = append(out, line{'+', y[j]})
+			j++
+		default:
+			out = append(out, line{'-', x[i]})
+			i++
+		}
+	}
+	const ctx = 2
+	near := func(k int) bool {
+		for d := -ctx; d <= ctx; d++ {
+			if k+d >= 0 && k+d < len(out) && out[k+d].op != ' ' {
+				return true
+			}
+		}
+		return false
+	}
+	var sb strings.Builder
+	skipped := 0
+	changed := false
+	for k, l := range out {
+		if l.op != ' ' {
+			changed = true
+		}
+		if !near(k) {
+			skipped++
+			continue
+		}
+		if skipped > 0 {
+			fmt.Fprintf(&sb, "  … %d unchanged lines\n", skipped)
+			skipped = 0
+		}
+		sb.WriteString(string(l.op) + " " + textsafe.Line(l.text, 300) + "\n")
+	}
+	if !changed {
+		return "  (no line differs)\n"
+	}
+	if skipped > 0 {
+		fmt.Fprintf(&sb, "  … %d unchanged lines\n", skipped)
+	}
+	return sb.String()
+}
