@@ -13,7 +13,12 @@ import (
 // CORE-HANDSHAKE-004 covers declared versions the kernel cannot speak;
 // TOOL-PROGRESS-001 cancels every tool and checks the result;
 // PROVIDER-PROXY-001 runs.
-const SuiteVersion = "2.0.0"
+//
+// 2.1.0: each provider probe sends its own prompt (ProbeRequest); for a
+// provider whose manifest declares no network (provider-replay), there is
+// no upstream request for PROVIDER-CANCEL-001 to see closed and
+// PROVIDER-PROXY-001 is n/a, while any connection it opens fails both.
+const SuiteVersion = "2.1.0"
 
 // Level is an RFC 2119 requirement level.
 type Level string

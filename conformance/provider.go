@@ -49,7 +49,15 @@ func providerChecks() map[string]checkFunc {
 func (p *probe) setupProvider() error {
 	p.fake = fakes.New()
 	p.onClose(p.fake.Close)
-	p.configJSON, _ = json.Marshal(ProviderConfig{BaseURL: p.fake.URL() + "/v1", APIKey: "conformance-key"})
+	cfg := map[string]any{}
+	if len(p.r.opts.PluginConfig) > 0 {
+		if err := json.Unmarshal(p.r.opts.PluginConfig, &cfg); err != nil {
+			return fmt.Errorf("the plugin configuration given to the suite is not a JSON object: %w", err)
+		}
+	}
+	// The suite's own keys win: the upstream is the fake, the key a dummy.
+	cfg["base_url"], cfg["api_key"] = p.fake.URL()+"/v1", "conformance-key"
+	p.configJSON, _ = json.Marshal(cfg)
 	p.network = []string{p.fake.Target()}
 	hub := &netHub{}
 	watch := func(ev sandbox.NetworkEvent) {
@@ -99,14 +107,30 @@ func (p *probe) providerBlocked() (outcome, bool) {
 	return p.blocked()
 }
 
-var chatReq = provider.ChatRequest{Model: "fake", MaxTokens: 64, Messages: []provider.Message{{Role: "user", Content: "say hello"}},
-	Tools: []provider.ToolSpec{{Name: "fs.read", Description: "read a file", Parameters: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)}}}
+// ProbeRequest is the request the provider items send for a scenario of
+// the fake upstream (fakes.Scenario*). Each scenario's prompt differs, so a
+// provider that answers by request (provider-replay's cassette) can tell
+// the probes apart; a network provider just forwards it.
+func ProbeRequest(scenario string) provider.ChatRequest {
+	return provider.ChatRequest{Model: "fake", MaxTokens: 64, Messages: []provider.Message{{Role: "user", Content: "conformance probe: " + scenario}},
+		Tools: []provider.ToolSpec{{Name: "fs.read", Description: "read a file", Parameters: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)}}}
+}
 
 func (p *probe) chat(ctx context.Context, scenario string, onEvent func(provider.Event)) error {
 	p.fake.SetScenario(scenario)
 	return p.use(ctx, func(ctx context.Context, raw any) error {
-		return raw.(provider.Client).Chat(ctx, chatReq, onEvent)
+		return raw.(provider.Client).Chat(ctx, ProbeRequest(scenario), onEvent)
 	})
+}
+
+// noUpstream: the plugin's manifest declares no network (provider.network),
+// so in its ai-provider sandbox it can reach no upstream at all (the
+// kernel's proxy allows exactly the declared host:ports). Such a provider
+// (provider-replay) answers from what it was configured with; the items'
+// claims about the upstream request do not apply to it, and any
+// connection it opens anyway is a failure.
+func (p *probe) noUpstream() bool {
+	return p.m != nil && (p.m.Provider == nil || len(p.m.Provider.Network) == 0)
 }
 
 func checkProviderText(ctx context.Context, p *probe) outcome {
@@ -191,6 +215,16 @@ func checkProviderCancel(ctx context.Context, p *probe) outcome {
 	if cancelledAt.IsZero() {
 		return fail("no delta arrived before the stream ended")
 	}
+	if p.noUpstream() {
+		stopped := time.Since(cancelledAt)
+		if n := p.fake.Conns(); n > 0 {
+			return fail("the plugin declares no network (provider.network) but opened %d connection(s) to the upstream", n)
+		}
+		if stopped > 2*time.Second {
+			return fail("the stream stopped %s after cancel (more than 2 s)", stopped.Round(time.Millisecond))
+		}
+		return pass("stream stopped %s after cancel; no upstream request to close: the plugin declares no network (provider.network) and opened no connection", stopped.Round(time.Millisecond))
+	}
 	select {
 	case <-p.fake.StreamClosed():
 	case <-time.After(2 * time.Second):
@@ -248,6 +282,15 @@ func checkProviderProxy(ctx context.Context, p *probe) outcome {
 	err := p.chat(ctx, fakes.ScenarioText, func(provider.Event) {})
 	conns := p.fake.Conns()
 	tunnels, refused := p.tunnelCount()
+	if p.noUpstream() {
+		switch {
+		case conns > 0 || tunnels > 0 || len(refused) > 0:
+			return fail("the plugin declares no network (provider.network) but connected: %d connection(s) at the upstream, %d tunnel(s), refused: %s", conns, tunnels, strings.Join(refused, ", "))
+		case err != nil:
+			return fail("Chat failed: %s", errText(err))
+		}
+		return na("the plugin declares no network (provider.network): it has no upstream traffic, and the run saw no connection")
+	}
 	if err != nil {
 		msg := fmt.Sprintf("Chat failed: %s\nthe proxy opened %d tunnel(s) to the upstream %s", errText(err), tunnels, p.fake.Target())
 		if len(refused) > 0 {

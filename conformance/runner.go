@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -58,6 +59,11 @@ type Options struct {
 	StubKernel []string
 	// Progress, when set, hears the ID of each item as it starts.
 	Progress func(id string)
+	// PluginConfig, when set, is a JSON object of Configure settings for
+	// a provider plugin under test (provider-replay's {"builtin_cassette":
+	// "conformance"}); the suite's own base_url and api_key override the
+	// same keys. Other kinds get no configuration from the suite.
+	PluginConfig json.RawMessage
 }
 
 // Runner runs the suite. It holds no state between runs.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +26,22 @@ type Config struct {
 	Cassette string `json:"cassette"`
 	// Model is the model id Models reports (default "replay").
 	Model string `json:"model,omitempty"`
+	// BuiltinCassette names a cassette shipped inside the plugin instead
+	// of Cassette: "conformance" answers the conformance suite's provider
+	// probes (`fluffy conformance run … --config
+	// '{"builtin_cassette":"conformance"}'`).
+	BuiltinCassette string `json:"builtin_cassette,omitempty"`
 }
+
+// conformanceCassette answers each provider probe of the conformance suite
+// (conformance.ProbeRequest) with what the suite's fake upstream sends for
+// that scenario; TestConformanceCassetteIsTheSuiteUpstream rebuilds it from
+// the suite's own constants.
+//
+//go:embed conformance.jsonl
+var conformanceCassette string
+
+var builtinCassettes = map[string]string{"conformance": conformanceCassette}
 
 type replay struct {
 	log hclog.Logger
@@ -59,6 +76,16 @@ func (r *replay) Configure(_ context.Context, cfg base.Config, _ base.KernelClie
 	}
 	if err := json.Unmarshal(cfg.ConfigJSON, &c); err != nil {
 		return configError("its configuration is not JSON: " + err.Error())
+	}
+	if c.BuiltinCassette != "" {
+		text, ok := builtinCassettes[c.BuiltinCassette]
+		switch {
+		case !ok:
+			return configError(fmt.Sprintf("builtin_cassette %q is not one the plugin ships (it ships \"conformance\")", cassette.Shorten(c.BuiltinCassette, 40)))
+		case strings.TrimSpace(c.Cassette) != "":
+			return configError("the configuration holds both a cassette and builtin_cassette")
+		}
+		c.Cassette = text
 	}
 	if strings.TrimSpace(c.Cassette) == "" {
 		return configError("the configuration holds no cassette")

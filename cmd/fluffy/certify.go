@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -25,7 +26,7 @@ type certifier struct {
 
 // Certify runs core + the plugin's kind profile on the candidate.
 func (c certifier) Certify(ctx context.Context, m *manifests.Manifest) (registry.Certification, error) {
-	rep, err := certifyRun(ctx, c.e, m.Path, nil, c.sb, 10*time.Second, nil)
+	rep, err := certifyRun(ctx, c.e, m.Path, nil, c.sb, 10*time.Second, nil, nil)
 	if err != nil {
 		return registry.Certification{}, err
 	}
@@ -48,8 +49,8 @@ func (w *bytesBuf) String() string              { return string(w.b) }
 // unavailable it refuses rather than run the plugin unsandboxed. sb "none"
 // runs the plugin as a plain process with the user's privileges, with
 // fluffy itself as the stub kernel: the user chose that explicitly.
-func certifyRun(ctx context.Context, e *env, path string, profiles []string, sb string, startTimeout time.Duration, progress func(string)) (*conformance.Report, error) {
-	opts := conformance.Options{Logger: e.log, StartTimeout: startTimeout, Progress: progress}
+func certifyRun(ctx context.Context, e *env, path string, profiles []string, sb string, startTimeout time.Duration, pluginConfig json.RawMessage, progress func(string)) (*conformance.Report, error) {
+	opts := conformance.Options{Logger: e.log, StartTimeout: startTimeout, Progress: progress, PluginConfig: pluginConfig}
 	switch sb {
 	case "none":
 		fmt.Fprintln(e.stderr, "WARNING: --sandbox=none: the plugin under test runs as a plain process with your privileges (your files, your environment, your network)")

@@ -75,16 +75,20 @@ func conformanceRun(e *env, args []string) error {
 	junitOut := fs.String("junit", "", "also write the report as JUnit XML to this file")
 	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "where the plugin under test runs: docker (every item in its L2 container) or none (a plain process with your privileges; development only)")
 	startTimeout := fs.Duration("start-timeout", 10*time.Second, "how long a plugin may take to become ready")
+	pluginConfig := fs.String("config", "", "a JSON object of Configure settings for a provider plugin under test, e.g. '{\"builtin_cassette\":\"conformance\"}' for provider-replay (the suite's base_url and api_key win)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil || len(pos) != 1 {
-		return usageErr("conformance run", "expected exactly one plugin path", "usage: fluffy conformance run PATH [--profile core,tool] [--json FILE] [--junit FILE] [--sandbox docker|none]")
+		return usageErr("conformance run", "expected exactly one plugin path", "usage: fluffy conformance run PATH [--profile core,tool] [--json FILE] [--junit FILE] [--sandbox docker|none] [--config JSON]")
+	}
+	if *pluginConfig != "" && !json.Valid([]byte(*pluginConfig)) {
+		return usageErr("conformance run", "--config is not JSON", "pass a JSON object, e.g. --config '{\"builtin_cassette\":\"conformance\"}'")
 	}
 	var ps []string
 	if *profiles != "" {
 		ps = strings.Split(*profiles, ",")
 	}
 	ctx := context.Background()
-	rep, err := certifyRun(ctx, e, pos[0], ps, *sb, *startTimeout, func(id string) {
+	rep, err := certifyRun(ctx, e, pos[0], ps, *sb, *startTimeout, json.RawMessage(*pluginConfig), func(id string) {
 		if e.isTTY {
 			fmt.Fprintf(e.stderr, "  %s...\n", id)
 		}

@@ -69,13 +69,15 @@ func helpTopics() map[string]helpTopic {
 		"conformance": {usage: "conformance SUBCOMMAND", summary: "list the conformance catalogue; run it on a plugin (JSON/JUnit reports)"},
 		"conformance list": {usage: "conformance list [--profile P] [--json]", summary: "list the conformance items",
 			text: "  --profile P     only this profile\n  --json          print the catalogue as JSON\n"},
-		"conformance run": {usage: "conformance run PATH [--profile core,tool] [--json FILE] [--junit FILE] [--sandbox docker|none] [--start-timeout D]",
+		"conformance run": {usage: "conformance run PATH [--profile core,tool] [--json FILE] [--junit FILE] [--sandbox docker|none] [--start-timeout D] [--config JSON]",
 			summary: "certify the plugin in PATH (a directory with plugin.yaml)",
 			text: "  --profile P,Q   profiles to run (default: core + the plugin's kind)\n" +
 				"  --json FILE     also write the report as JSON\n  --junit FILE    also write the report as JUnit XML\n" +
 				"  --sandbox S     docker: every item in the plugin's L2 container (default, or $FLUFFY_SANDBOX);\n" +
 				"                  none: a plain process with your privileges (development only)\n" +
-				"  --start-timeout D  how long the plugin may take to become ready (default 10s)\n"},
+				"  --start-timeout D  how long the plugin may take to become ready (default 10s)\n" +
+				"  --config JSON   Configure settings for a provider under test (the suite's base_url\n" +
+				"                  and api_key win), e.g. '{\"builtin_cassette\":\"conformance\"}' for provider-replay\n"},
 		"conformance stub-kernel": {usage: "conformance stub-kernel", summary: "internal: the throwaway kernel a conformance item kills", hidden: true},
 
 		"kernel": {usage: "kernel [run] [--project DIR] [--idle 10m] [--log FILE] | kernel SUBCOMMAND",

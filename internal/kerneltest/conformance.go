@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -19,6 +20,14 @@ import (
 // kernel for CORE-SHUTDOWN-002. Without a Docker engine it skips, unless
 // FLUFFY_REQUIRE_DOCKER is set. It returns the report; the caller judges it.
 func Conformance(tb testing.TB, pkg string, profiles ...string) *conformance.Report {
+	tb.Helper()
+	return ConformanceConfig(tb, pkg, nil, profiles...)
+}
+
+// ConformanceConfig is Conformance with Configure settings for a provider
+// under test (conformance.Options.PluginConfig, `fluffy conformance run
+// --config`).
+func ConformanceConfig(tb testing.TB, pkg string, config json.RawMessage, profiles ...string) *conformance.Report {
 	tb.Helper()
 	if _, err := os.Stat(sandbox.EngineSocketFromEnv(os.Getenv)); err != nil {
 		if os.Getenv(conformance.EnvRequireDocker) == "" {
@@ -45,7 +54,7 @@ func Conformance(tb testing.TB, pkg string, profiles ...string) *conformance.Rep
 		tb.Fatalf("the L2 sandbox is not available: %s", reason)
 	}
 	defer l2.Close()
-	rep, err := conformance.New(conformance.Options{Sandbox: l2.Launcher, StubKernel: []string{stub}}).Run(ctx, dir, profiles)
+	rep, err := conformance.New(conformance.Options{Sandbox: l2.Launcher, StubKernel: []string{stub}, PluginConfig: config}).Run(ctx, dir, profiles)
 	if err != nil {
 		tb.Fatal(err)
 	}

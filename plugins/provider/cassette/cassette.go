@@ -10,6 +10,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
@@ -52,8 +53,19 @@ type Turn struct {
 }
 
 // Cassette is a parsed, validated cassette.
+//
+// A turn number usually has one line. It may have several (consecutive
+// lines with the same turn), when one conversation point was asked more
+// than once: answers to different requests are told apart by
+// request_sha256, and identical requests get that turn's lines for their
+// hash in order, one per request, the last repeating. Only such turns keep
+// state in the Cassette (how many of each were served); a turn with one
+// line is answered the same every time.
 type Cassette struct {
 	Turns []Turn
+
+	mu     sync.Mutex
+	served map[string]int // "turn\x00hash" → requests answered so far
 }
 
 // TurnOf is the turn number of a request in its conversation: one more
@@ -156,8 +168,8 @@ func Parse(r io.Reader) (*Cassette, error) {
 		if len(c.Turns) >= MaxTurns {
 			return nil, invalid("it holds more than %d turns", MaxTurns)
 		}
-		if want := len(c.Turns) + 1; t.Turn != want {
-			return nil, invalid("line %d is turn %d, expected turn %d (turns are numbered from 1, in order)", line, t.Turn, want)
+		if want := lastTurn(c) + 1; t.Turn != want && (t.Turn != want-1 || want == 1) {
+			return nil, invalid("line %d is turn %d, expected turn %d (turns are numbered from 1, in order; a turn answered more than once repeats its number on consecutive lines)", line, t.Turn, want)
 		}
 		normalize(&t)
 		if err := checkTurn(t); err != nil {
@@ -172,6 +184,13 @@ func Parse(r io.Reader) (*Cassette, error) {
 		return nil, invalid("it holds no turns")
 	}
 	return c, nil
+}
+
+func lastTurn(c *Cassette) int {
+	if len(c.Turns) == 0 {
+		return 0
+	}
+	return c.Turns[len(c.Turns)-1].Turn
 }
 
 // normalize restores a valid call's end arguments to the exact bytes of
@@ -241,24 +260,49 @@ func checkTurn(t Turn) error {
 // CodeMismatch error naming the turn and what differed.
 func (c *Cassette) Match(req provider.ChatRequest) (Turn, error) {
 	n := TurnOf(req)
-	if n > len(c.Turns) {
-		return Turn{}, uerr.New(CodeExhausted, fmt.Sprintf("the replay cassette has no turn %d", n),
-			fmt.Sprintf("it recorded %d turn(s) and the conversation asks for turn %d (%s)", len(c.Turns), n, describe(req)),
-			"record a longer cassette, or lower agent.max_turns for this replay")
-	}
-	t := c.Turns[n-1]
-	if t.RequestSHA256 != "" {
-		if got := RequestHash(req); got != t.RequestSHA256 {
-			why := fmt.Sprintf("turn %d was recorded for a request whose last message hashes to %s", n, t.RequestSHA256[:12])
-			if t.Request != "" {
-				why += " (" + printable(t.Request) + ")"
-			}
-			why += fmt.Sprintf("; this request's last message hashes to %s (%s)", safePrefix(got, 12), describe(req))
-			return Turn{}, uerr.New(CodeMismatch, fmt.Sprintf("turn %d of the conversation differs from the replay cassette", n), why,
-				"the conversation diverged from the recording: re-record the cassette, or drop request_sha256 from that turn to replay it regardless")
+	var lines []Turn
+	for _, t := range c.Turns {
+		if t.Turn == n {
+			lines = append(lines, t)
 		}
 	}
-	return t, nil
+	if len(lines) == 0 {
+		return Turn{}, uerr.New(CodeExhausted, fmt.Sprintf("the replay cassette has no turn %d", n),
+			fmt.Sprintf("it recorded %d turn(s) and the conversation asks for turn %d (%s)", lastTurn(c), n, describe(req)),
+			"record a longer cassette, or lower agent.max_turns for this replay")
+	}
+	got := RequestHash(req)
+	var fit []Turn
+	for _, t := range lines {
+		if t.RequestSHA256 == "" || t.RequestSHA256 == got {
+			fit = append(fit, t)
+		}
+	}
+	if len(fit) == 0 {
+		t := lines[0]
+		why := fmt.Sprintf("turn %d was recorded for a request whose last message hashes to %s", n, t.RequestSHA256[:12])
+		if len(lines) > 1 {
+			why = fmt.Sprintf("turn %d was recorded for %d requests, none with this request's hash; the first hashes to %s", n, len(lines), t.RequestSHA256[:12])
+		}
+		if t.Request != "" {
+			why += " (" + printable(t.Request) + ")"
+		}
+		why += fmt.Sprintf("; this request's last message hashes to %s (%s)", safePrefix(got, 12), describe(req))
+		return Turn{}, uerr.New(CodeMismatch, fmt.Sprintf("turn %d of the conversation differs from the replay cassette", n), why,
+			"the conversation diverged from the recording: re-record the cassette, or drop request_sha256 from that turn to replay it regardless")
+	}
+	if len(fit) == 1 {
+		return fit[0], nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.served == nil {
+		c.served = map[string]int{}
+	}
+	key := fmt.Sprintf("%d\x00%s", n, got)
+	i := min(c.served[key], len(fit)-1)
+	c.served[key]++
+	return fit[i], nil
 }
 
 func safePrefix(s string, n int) string {

@@ -95,6 +95,7 @@ func TestParseRefusesBrokenCassettes(t *testing.T) {
 		{"not json", `{"turn":1,"events":[` + "\n", "line 1 is not a turn object"},
 		{"unknown field", `{"turn":1,"evnts":[]}`, "unknown field"},
 		{"numbering", `{"turn":2,"events":[` + done + `]}`, "line 1 is turn 2, expected turn 1"},
+		{"a turn repeated later", `{"turn":1,"events":[` + done + `]}` + "\n" + `{"turn":2,"events":[` + done + `]}` + "\n" + `{"turn":1,"events":[` + done + `]}`, "line 3 is turn 1, expected turn 3"},
 		{"no end", `{"turn":1,"events":[{"text_delta":"x"}]}`, "without a done or error"},
 		{"after done", `{"turn":1,"events":[` + done + `,{"text_delta":"x"}]}`, "event 2"},
 		{"args not json", `{"turn":1,"events":[{"tool_call_start":{"call_id":"a","name":"t"}},{"tool_call_end":{"call_id":"a","name":"t","arguments":[1]}},` + done + `]}`, "not a JSON object"},
@@ -193,5 +194,46 @@ func TestWriterKeepsSourceCodeArguments(t *testing.T) {
 	}
 	if got := string(c.Turns[0].Events[3].ToolCallEnd.Arguments); got != args {
 		t.Fatalf("escaped arguments read back as %s", got)
+	}
+}
+
+// TestRepeatedTurnAnswersByHashThenInOrder: a turn with several lines
+// answers each request with the line recorded for its hash, and identical
+// requests with those lines in order (the last repeating); a turn with one
+// line keeps no state.
+func TestRepeatedTurnAnswersByHashThenInOrder(t *testing.T) {
+	a := provider.ChatRequest{Messages: []provider.Message{user("say hello")}}
+	b := provider.ChatRequest{Messages: []provider.Message{user("call a tool")}}
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	for _, x := range []struct {
+		req  provider.ChatRequest
+		text string
+	}{{a, "first"}, {b, "tool"}, {a, "second"}} {
+		if err := w.AddTurn(x.req, Turn{Events: []provider.Event{{TextDelta: x.text}, {Done: &provider.Done{StopReason: provider.StopEndTurn}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The writer numbers turns 1, 2, 3: these three answer turn 1.
+	text := strings.NewReplacer(`"turn":2`, `"turn":1`, `"turn":3`, `"turn":1`).Replace(buf.String())
+	c, err := Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(req provider.ChatRequest) string {
+		t.Helper()
+		turn, err := c.Match(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return turn.Events[0].TextDelta
+	}
+	got := []string{answer(a), answer(b), answer(a), answer(a), answer(b)}
+	if want := []string{"first", "tool", "second", "second", "tool"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("answers %v, want %v", got, want)
+	}
+	other := provider.ChatRequest{Messages: []provider.Message{user("something else")}}
+	if _, err := c.Match(other); !uerr.HasCode(err, CodeMismatch) || !strings.Contains(err.Error(), "recorded for 3 requests") {
+		t.Fatalf("an unrecorded request: %v", err)
 	}
 }
