@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,4 +95,123 @@ func pct(ds []time.Duration, p int) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[(len(s)-1)*p/100]
+}
+
+// throughputTokens is the length of BenchmarkOpenAIThroughput's answer:
+// 4 000 one-token text deltas.
+const throughputTokens = 4000
+
+// BenchmarkOpenAIThroughput streams a 4 000-token answer (one token per
+// SSE chunk) from the fake upstream, through the plugin's code in process
+// ("direct") and through the real plugin in its ai-provider container over
+// gRPC and the kernel's CONNECT proxy ("sandboxed"). It reports tokens/s
+// (p50 over the turns) and the memory of this process, which is the
+// kernel side of the sandboxed run (supervisor, gRPC client, proxy; the
+// fake upstream lives here too): the peak of live heap objects sampled
+// every 2 ms while streaming, its growth over the heap before the first
+// turn (after a GC: what streaming adds to the open kernel's badger, caches
+// and buffers), and the resident set after it.
+//
+//	go test -run XXX -bench OpenAIThroughput -benchtime=20x ./builtin-plugins/provider-openai/
+func BenchmarkOpenAIThroughput(b *testing.B) {
+	evs := []string{pt.OpenAIRole}
+	for i := 0; i < throughputTokens; i++ {
+		evs = append(evs, pt.OpenAIText(fmt.Sprintf("t%d ", i)))
+	}
+	srv := pt.New()
+	defer srv.Close()
+	srv.Play(pt.Stream(0, append(evs, pt.OpenAIFinish("stop"), pt.OpenAIUsageChunk(100, throughputTokens, 0, 0), pt.OpenAIDone)...))
+	direct := newOpenAI(nil, upstream.NewHTTPClient(func(string) string { return "" }))
+	if err := direct.Configure(context.Background(), base.Config{ConfigJSON: cfgJSON(b, srv.URL()+"/v1")}, nil); err != nil {
+		b.Fatal(err)
+	}
+	measure := func(b *testing.B, chat func(onEvent func(provider.Event)) error) {
+		var rates []float64
+		var peak uint64
+		base := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		runtime.GC()
+		metrics.Read(base)
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+			t := time.NewTicker(2 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					metrics.Read(s)
+					peak = max(peak, s[0].Value.Uint64())
+				}
+			}
+		}()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			deltas := 0
+			if err := chat(func(e provider.Event) {
+				if e.TextDelta != "" {
+					deltas++
+				}
+			}); err != nil {
+				b.Fatal(err)
+			}
+			if deltas != throughputTokens {
+				b.Fatalf("%d text deltas, want %d", deltas, throughputTokens)
+			}
+			rates = append(rates, throughputTokens/time.Since(t0).Seconds())
+		}
+		b.StopTimer()
+		close(stop)
+		<-sampled
+		slices.Sort(rates)
+		b.ReportMetric(rates[len(rates)/2], "tokens/s")
+		b.ReportMetric(rates[0], "tokens/s-min")
+		b.ReportMetric(float64(peak)/(1<<20), "heap-peak-MiB")
+		b.ReportMetric(float64(peak-min(peak, base[0].Value.Uint64()))/(1<<20), "heap-growth-MiB")
+		b.ReportMetric(rssMiB(), "rss-MiB")
+	}
+	b.Run("direct", func(b *testing.B) {
+		measure(b, func(on func(provider.Event)) error {
+			return direct.Chat(context.Background(), chatReq, func(e provider.Event) error { on(e); return nil })
+		})
+	})
+	b.Run("sandboxed", func(b *testing.B) {
+		ws, err := os.MkdirTemp("", "fws")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(ws) })
+		os.Chmod(ws, 0o755)
+		e := kerneltest.Start(b, ws, kerneltest.Options{Spec: func(s *supervisor.Spec) {
+			s.ConfigJSON = cfgJSON(b, srv.URL()+"/v1")
+			s.Network = []string{srv.Addr()}
+		}}, "builtin-plugins/provider-openai")
+		ctx := context.Background()
+		err = e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
+			measure(b, func(on func(provider.Event)) error { return c.Chat(ctx, chatReq, on) })
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// rssMiB is this process's resident set (VmRSS), 0 where /proc is absent.
+func rssMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
