@@ -106,6 +106,13 @@ func (c *callbacks) admit(ctx context.Context, what string) error {
 
 func (c *callbacks) caller() policy.Caller { return callerOf(c.spec, c.instance) }
 
+// request is the policy request of a callback: the plugin runs in its L2
+// sandbox (if this kernel sandboxes plugins), so the request says so and a
+// rule's require_sandbox sees it.
+func (c *callbacks) request(syscall, path string) policy.Request {
+	return policy.Request{Syscall: syscall, Path: path, Caller: c.caller(), Sandbox: c.k.sandboxOf(c.spec)}
+}
+
 func (c *callbacks) judge(ctx context.Context, req policy.Request) error {
 	t0 := time.Now()
 	res := c.k.Policy.Evaluate(ctx, req)
@@ -127,7 +134,7 @@ func (c *callbacks) RequestCapability(ctx context.Context, syscall, pathGlob str
 	if err := c.admit(ctx, "kernel.request_capability"); err != nil {
 		return base.Capability{}, err
 	}
-	req := policy.Request{Syscall: syscall, Path: pathGlob, Caller: c.caller()}
+	req := c.request(syscall, pathGlob)
 	t0 := time.Now()
 	tok, res, err := c.k.Policy.Issue(ctx, req, token.Scope{Syscall: syscall, MaxOps: maxOps, TTL: ttl})
 	c.k.auditor().RecordDecision(ctx, req, res, time.Since(t0))
@@ -155,7 +162,7 @@ func (c *callbacks) ReadFile(ctx context.Context, p string, maxBytes int64) ([]b
 	if err != nil {
 		return nil, "", err
 	}
-	if err := c.judge(ctx, policy.Request{Syscall: "fs.read", Path: clean, Caller: c.caller()}); err != nil {
+	if err := c.judge(ctx, c.request("fs.read", clean)); err != nil {
 		return nil, "", err
 	}
 	root, err := c.k.Session.ViewRoot(c.spec.Name)
@@ -169,7 +176,7 @@ func (c *callbacks) ReadFile(ctx context.Context, p string, maxBytes int64) ([]b
 	}
 	defer f.Close()
 	if canon != clean {
-		if err := c.judge(ctx, policy.Request{Syscall: "fs.read", Path: canon, Caller: c.caller()}); err != nil {
+		if err := c.judge(ctx, c.request("fs.read", canon)); err != nil {
 			return nil, "", err
 		}
 	}

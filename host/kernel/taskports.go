@@ -319,11 +319,11 @@ func newViewHasher(k *Kernel) *viewHasher { return &viewHasher{k: k, cache: map[
 
 func (h *viewHasher) hash(ctx context.Context) (string, error) {
 	spec, ok := h.k.Plugins.Spec(testPlugin)
-	caller := callerOf(spec, "")
 	if !ok {
-		caller.Plugin, caller.PluginKind = testPlugin, string(base.KindTool)
+		spec.Name, spec.Kind = testPlugin, base.KindTool
 	}
-	v, err := h.k.Session.Prepare(ctx, workspace.Reader{Caller: caller, SessionMode: h.k.sessionMode})
+	// The reader the test plugin's own view is prepared for (views.View).
+	v, err := h.k.Session.Prepare(ctx, workspace.Reader{Caller: callerOf(spec, ""), SessionMode: h.k.sessionMode, Sandbox: h.k.sandboxOf(spec)})
 	if err != nil {
 		return "", err
 	}

@@ -53,7 +53,7 @@ func (v views) View(ctx context.Context, spec supervisor.Spec) (string, error) {
 	if spec.Kind != base.KindTool && spec.Kind != base.KindVCS {
 		return "", nil
 	}
-	view, err := v.k.Session.Prepare(ctx, workspace.Reader{Caller: callerOf(spec, ""), SessionMode: v.mode})
+	view, err := v.k.Session.Prepare(ctx, workspace.Reader{Caller: callerOf(spec, ""), SessionMode: v.mode, Sandbox: v.k.sandboxOf(spec)})
 	if err != nil {
 		return "", err
 	}

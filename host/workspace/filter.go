@@ -25,6 +25,9 @@ type Reader struct {
 	Caller      policy.Caller
 	SessionMode string
 	State       string
+	// Sandbox is the L2 template the reader runs in ("" = unsandboxed),
+	// for rules with require_sandbox.
+	Sandbox string
 }
 
 // key identifies everything a read decision depends on besides the path:
@@ -37,8 +40,8 @@ func (r Reader) key(policyHash string) string {
 	hosts := slices.Clone(c.Hosts)
 	slices.Sort(hosts)
 	h := sha256.New()
-	fmt.Fprintf(h, "%q|%q|%q|%q|%q|%q|%q|%q", policyHash, c.Kind, c.Plugin, c.PluginKind,
-		strings.Join(tags, ","), strings.Join(hosts, ","), r.SessionMode, r.State)
+	fmt.Fprintf(h, "%q|%q|%q|%q|%q|%q|%q|%q|%q", policyHash, c.Kind, c.Plugin, c.PluginKind,
+		strings.Join(tags, ","), strings.Join(hosts, ","), r.SessionMode, r.State, r.Sandbox)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -75,7 +78,7 @@ func (f *filter) visible(ctx context.Context, rel string, dir bool) bool {
 		return v
 	}
 	res := f.judge.Evaluate(ctx, policy.Request{Syscall: "fs.read", Path: p, Caller: f.reader.Caller,
-		SessionMode: f.reader.SessionMode, State: f.reader.State})
+		SessionMode: f.reader.SessionMode, State: f.reader.State, Sandbox: f.reader.Sandbox})
 	v := res.Enforced == policy.Allow
 	f.cache[p] = v
 	return v
