@@ -72,11 +72,13 @@ type Policy struct {
 	Mode       Mode
 	Rules      []*Rule // canonical order: by syscall bucket, deny first, then name
 	Extensions []string
+	// Network is the network_whitelist section (Set false when absent).
+	Network NetworkWhitelist
 	// Sanitize are the user's secret patterns for tool output (section
 	// `sanitize`).
 	Sanitize []SanitizePattern
-	// Sections holds the other top-level sections (network_whitelist,
-	// tdd_exemptions, ...) for the modules that own them.
+	// Sections holds the other top-level sections (tdd_exemptions,
+	// toolchains, ...) for the modules that own them.
 	Sections map[string]*yaml.Node
 	Content  []byte
 	Hash     string // sha256 of Content
@@ -285,6 +287,8 @@ func (l *loader) top(n *yaml.Node) error {
 			l.p.Extensions = xs
 		case "sanitize":
 			return l.sanitize(v)
+		case SectionNetworkWhitelist:
+			return l.networkWhitelist(v)
 		default:
 			l.p.Sections[key] = v
 		}

@@ -54,7 +54,11 @@ type ContainersConfig struct {
 	OCIRuntimes map[string]string
 	// Auditor receives every proxied network request (may be nil).
 	Auditor Auditor
-	Logger  hclog.Logger
+	// NetworkPolicy, when set, must allow every host a plugin reaches
+	// through the proxy besides its manifest (the policy's
+	// network_whitelist).
+	NetworkPolicy NetworkPolicy
+	Logger        hclog.Logger
 }
 
 // Containers starts plugins in L2 containers through a Runtime. It is the
@@ -181,7 +185,7 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 	var proxy *Proxy
 	if tpl.Network == NetProxy {
 		proxy, err = StartProxy(filepath.Join(c.cfg.Lease.Dir, "proxy", safeName(spec.InstanceID)), ProxyConfig{
-			Plugin: spec.Name, Instance: spec.InstanceID, Allow: spec.Network, Auditor: c.cfg.Auditor, Logger: c.log,
+			Plugin: spec.Name, Instance: spec.InstanceID, Allow: spec.Network, Policy: c.cfg.NetworkPolicy, Auditor: c.cfg.Auditor, Logger: c.log,
 		})
 		if err != nil {
 			return Launched{}, err

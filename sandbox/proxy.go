@@ -35,13 +35,26 @@ type Auditor interface {
 	NetworkRequest(ctx context.Context, ev NetworkEvent)
 }
 
+// NetworkPolicy is the project policy's say on which hosts plugins reach
+// (its network_whitelist). The proxy asks it at every CONNECT, so a
+// reloaded policy applies to the next tunnel.
+type NetworkPolicy interface {
+	// AllowHost reports whether target (host:port, lower case) may be
+	// reached; when it may not, why says which policy refused it.
+	AllowHost(target string) (ok bool, why string)
+}
+
 // ProxyConfig configures one plugin instance's proxy.
 type ProxyConfig struct {
 	Plugin   string
 	Instance string
-	// Allow lists host:port targets ("api.openai.com:443"); a bare host
-	// means port 443. Nothing else is reachable.
-	Allow   []string
+	// Allow lists host:port targets ("api.openai.com:443") the plugin's
+	// manifest declares; a bare host means port 443. Nothing else is
+	// reachable.
+	Allow []string
+	// Policy, when set, must allow a target too: a host is reachable
+	// only when Allow lists it AND Policy allows it.
+	Policy  NetworkPolicy
 	Auditor Auditor
 	Logger  hclog.Logger
 	// DialTimeout bounds the upstream connect (default 10 s).
@@ -175,6 +188,22 @@ func reply(c net.Conn, code int, msg string) {
 		code, http.StatusText(code), len(msg), msg)
 }
 
+// refusal says why target may not be reached ("" when it may) and how to
+// allow it: the plugin's manifest must declare the host and the policy
+// (if it has a say) must allow it; each refusal names which one refused.
+func (p *Proxy) refusal(target string) (reason, fix string) {
+	if !slices.Contains(p.allow, target) {
+		return "host not in the network allowlist of plugin " + p.cfg.Plugin + " (its manifest's `network` list)",
+			"only a plugin whose plugin.yaml declares the host under `network` may reach it"
+	}
+	if p.cfg.Policy != nil {
+		if ok, why := p.cfg.Policy.AllowHost(target); !ok {
+			return why, "add the host to network_whitelist in the project policy (.fluffy/policy.yaml) if " + p.cfg.Plugin + " may reach it"
+		}
+	}
+	return "", ""
+}
+
 func (p *Proxy) handle(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(io.LimitReader(c, 64<<10))
@@ -189,10 +218,9 @@ func (p *Proxy) handle(c net.Conn) {
 		return
 	}
 	target := normalizeTarget(req.Host)
-	if !slices.Contains(p.allow, target) {
-		reason := "host not in the policy's network allowlist for plugin " + p.cfg.Plugin
+	if reason, fix := p.refusal(target); reason != "" {
 		p.audit(target, false, reason)
-		reply(c, http.StatusForbidden, fmt.Sprintf("fluffy proxy: %s refused: %s; add it to the plugin's `network` list and the policy's network_whitelist\n", target, reason))
+		reply(c, http.StatusForbidden, fmt.Sprintf("fluffy proxy: %s refused: %s; %s\n", target, reason, fix))
 		return
 	}
 	up, err := net.DialTimeout("tcp", target, p.cfg.DialTimeout)

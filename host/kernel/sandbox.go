@@ -103,7 +103,7 @@ func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes
 		if o.Progress != nil {
 			o.Progress("preparing the sandbox image")
 		}
-		c, err := sandbox.NewContainers(ctx, sandbox.ContainersConfig{Runtime: rtc, Lease: lease, Auditor: o.NetworkAuditor, Logger: log})
+		c, err := sandbox.NewContainers(ctx, sandbox.ContainersConfig{Runtime: rtc, Lease: lease, Auditor: o.NetworkAuditor, NetworkPolicy: networkPolicy{e: o.Policy}, Logger: log})
 		if err != nil {
 			s.close()
 			return nil, err
