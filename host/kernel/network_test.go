@@ -50,7 +50,7 @@ func TestProxyFollowsPolicyNetworkWhitelist(t *testing.T) {
 	pol := func(hosts ...string) string {
 		return "version: 1\nnetwork_whitelist: [" + strings.Join(hosts, ", ") + "]\n"
 	}
-	writePolicy(t, ws, pol(a, c))
+	writePolicy(t, home, ws, pol(a, c))
 	ctx := context.Background()
 	k, err := Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone, PolicyReloadInterval: 20 * time.Millisecond})
 	if err != nil {
@@ -98,7 +98,7 @@ func TestProxyFollowsPolicyNetworkWhitelist(t *testing.T) {
 
 	// Hot reload: the policy now lists b only.
 	old := k.Policy.Policy().Hash
-	writePolicy(t, ws, pol(b))
+	writePolicy(t, home, ws, pol(b))
 	deadline := time.Now().Add(10 * time.Second)
 	for k.Policy.Policy().Hash == old {
 		if time.Now().After(deadline) {
@@ -113,7 +113,7 @@ func TestProxyFollowsPolicyNetworkWhitelist(t *testing.T) {
 
 	// Without the section the manifest alone decides.
 	old = k.Policy.Policy().Hash
-	writePolicy(t, ws, "version: 1\n")
+	writePolicy(t, home, ws, "version: 1\n")
 	for k.Policy.Policy().Hash == old {
 		if time.Now().After(deadline.Add(10 * time.Second)) {
 			t.Fatal("policy not reloaded")

@@ -12,7 +12,6 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/policy"
 )
 
 // l2ReadPolicy allows reading only from inside an L2 sandbox.
@@ -43,14 +42,11 @@ func stageKernelFixture(t *testing.T) string {
 	return dir
 }
 
-func writePolicy(t *testing.T, ws, text string) {
+// writePolicy writes the project's policy file approved (pinned), as
+// `fluffy policy update` does, so the kernel applies it.
+func writePolicy(t *testing.T, home, ws, text string) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(policy.ProjectPath(ws)), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(policy.ProjectPath(ws), []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	approvedWrite(t, home, ws, []byte(text))
 }
 
 func kernelRead(t *testing.T, k *Kernel, p string) map[string]string {
@@ -76,7 +72,7 @@ func TestRequireSandboxL2MatchesOnlyInTheSandbox(t *testing.T) {
 	t.Run("unsandboxed", func(t *testing.T) {
 		home, ws := t.TempDir(), t.TempDir()
 		os.WriteFile(filepath.Join(ws, "a.txt"), []byte("visible\n"), 0o644)
-		writePolicy(t, ws, l2ReadPolicy)
+		writePolicy(t, home, ws, l2ReadPolicy)
 		k, err := Open(ctx, Options{Home: home, Workspace: ws, Sandbox: SandboxNone})
 		if err != nil {
 			t.Fatal(err)
@@ -98,8 +94,9 @@ func TestRequireSandboxL2MatchesOnlyInTheSandbox(t *testing.T) {
 	t.Run("docker", func(t *testing.T) {
 		ws := t.TempDir()
 		os.WriteFile(filepath.Join(ws, "a.txt"), []byte("visible\n"), 0o644)
-		writePolicy(t, ws, l2ReadPolicy)
-		k := dockerKernel(t, ws)
+		home := shortHome(t)
+		writePolicy(t, home, ws, l2ReadPolicy)
+		k := dockerKernelIn(t, home, ws)
 		// The view: tool-fs reads /workspace inside its container.
 		r, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "1", OperationID: "op1", Tool: "fs.read", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
 		if err != nil || !r.OK || !strings.Contains(string(r.Output), "visible") {

@@ -22,12 +22,24 @@ import (
 // FLUFFY_REQUIRE_DOCKER is unset).
 func dockerKernel(t *testing.T, ws string) *Kernel {
 	t.Helper()
-	// Unix socket paths are limited to 108 bytes; t.TempDir() names are long.
+	return dockerKernelIn(t, shortHome(t), ws)
+}
+
+// shortHome is a FLUFFY_HOME for a docker kernel: unix socket paths are
+// limited to 108 bytes and t.TempDir() names are long.
+func shortHome(t *testing.T) string {
+	t.Helper()
 	home, err := os.MkdirTemp("", "fh")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
+	return home
+}
+
+// dockerKernelIn is dockerKernel with the given home.
+func dockerKernelIn(t *testing.T, home, ws string) *Kernel {
+	t.Helper()
 	adapter := filepath.Join(t.TempDir(), "runtime-docker")
 	cmd := exec.Command("go", "build", "-o", adapter, "../../builtin-plugins/runtime-docker")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
