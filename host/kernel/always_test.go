@@ -20,6 +20,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/pin"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -80,6 +81,7 @@ type alwaysFixture struct {
 	log    *audit.Log
 	engine *policy.Engine
 	events chan agent.Event
+	pins   *pin.Store
 }
 
 func newAlwaysFixture(t *testing.T) *alwaysFixture {
@@ -92,9 +94,14 @@ func newAlwaysFixture(t *testing.T) *alwaysFixture {
 	if err := os.WriteFile(file, []byte(alwaysPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := policy.LoadFile(file)
-	if err != nil {
+	// The project's file is trusted, as `fluffy policy trust` does it.
+	pins := pin.NewStore(t.TempDir())
+	if err := pins.Approve(ws, []byte(alwaysPolicy), "test"); err != nil {
 		t.Fatal(err)
+	}
+	p, err := pin.Load(ws, pins)
+	if err != nil || p.Unapproved != nil {
+		t.Fatalf("the trusted policy is not in force: %v %+v", err, p)
 	}
 	eng := policy.NewEngine(p, policy.Options{})
 	log, err := audit.Open(context.Background(), audit.Options{Dir: t.TempDir()})
@@ -119,8 +126,8 @@ func newAlwaysFixture(t *testing.T) *alwaysFixture {
 	k := &Kernel{Policy: eng, Audit: log, workspace: ws}
 	tasks := &Tasks{k: k, log: hclog.NewNullLogger(), interactive: true, subs: map[chan agent.Event]struct{}{},
 		reviews: map[string]pendingReview{}, approved: map[string]bool{},
-		am: &amender{engine: eng, path: file, audit: Auditor{Log: log}}}
-	f := &alwaysFixture{ws: ws, file: file, tasks: tasks, log: log, engine: eng, events: make(chan agent.Event, 256),
+		am: &amender{engine: eng, path: file, pins: pins, project: ws, audit: Auditor{Log: log}}}
+	f := &alwaysFixture{ws: ws, file: file, pins: pins, tasks: tasks, log: log, engine: eng, events: make(chan agent.Event, 256),
 		router: router.New(router.Options{Catalog: cat, Dispatcher: disp, Policy: eng, Audit: log})}
 	tasks.subs[f.events] = struct{}{}
 	return f
@@ -234,6 +241,11 @@ func TestAlwaysBecomesAReviewedPolicyUpdate(t *testing.T) {
 			sum := sha256.Sum256(after)
 			if h := hex.EncodeToString(sum[:]); f.engine.Policy().Hash != h {
 				t.Errorf("the engine runs policy %s, not the written file %s", f.engine.Policy().Hash, h)
+			}
+			// The reviewed write is trusted as written: the file stays in
+			// force for the next kernel too.
+			if p, err := pin.Load(f.ws, f.pins); err != nil || p.Unapproved != nil || p.Hash != hex.EncodeToString(sum[:]) {
+				t.Fatalf("the policy written by \"always\" is not trusted: %v %+v", err, p.Unapproved)
 			}
 			if len(updates) != 1 || updates[0].Metadata["new_hash"] != hex.EncodeToString(sum[:]) || updates[0].Metadata["old_hash"] == "" || updates[0].Metadata["via"] != "review: always" {
 				t.Fatalf("policy_update audit records = %+v, want one with the old and new hash", updates)
