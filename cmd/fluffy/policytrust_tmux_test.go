@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,8 @@ import (
 // TestREPLSaysAnUntrustedPolicyIsNotInForce: a project cloned with a
 // `mode: observe` policy starts on the embedded default, the REPL's banner
 // and /status say so with the fix, and `fluffy policy trust --yes` run
-// beside it puts the file in force in the running kernel.
+// beside it puts the file in force in the running kernel. A one-shot task
+// says it on stderr.
 func TestREPLSaysAnUntrustedPolicyIsNotInForce(t *testing.T) {
 	needDockerCLI(t)
 	fluffy := fluffyLayout(t, "provider-replay", "vcs-git")
@@ -44,6 +46,18 @@ func TestREPLSaysAnUntrustedPolicyIsNotInForce(t *testing.T) {
 	s.wait(time.Minute, "/status with the default policy", func(sc string) bool {
 		return strings.Contains(sc, "policy: "+policy.DefaultName+" (mode enforce")
 	})
+	// A one-shot task says it too, on stderr, before the task runs (here
+	// it fails at once: the provider asked for is not installed).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	one := exec.CommandContext(ctx, fluffy, "--l1", "none", "--provider", "openai", "say hi")
+	one.Dir, one.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_RUNTIME_ADAPTER="+adapter, "OPENAI_API_KEY=")
+	var stderr strings.Builder
+	one.Stderr = &stderr
+	_ = one.Run()
+	if !strings.Contains(stderr.String(), "! "+file+" is not trusted yet") {
+		t.Fatalf("a one-shot task does not say the project's policy is not in force:\n%s", stderr.String())
+	}
 	trust := exec.Command(fluffy, "policy", "trust", "--yes", "--project", ws)
 	trust.Env = append(os.Environ(), "FLUFFY_HOME="+home)
 	if out, err := trust.CombinedOutput(); err != nil {
