@@ -14,5 +14,6 @@
 // record the Result it returns).
 //
 // Subpackages: glob (gitignore-style patterns), units (sizes, durations),
-// token (capability tokens).
+// token (capability tokens), pin (the user's approval of a project's policy
+// file, without which the embedded default applies).
 package policy
