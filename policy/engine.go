@@ -42,7 +42,7 @@ type Engine struct {
 	policy   atomic.Pointer[Policy]
 	builtins []builtinRule
 	tokens   *token.Store
-	exts     []*extSlot
+	exts     atomic.Pointer[[]*extSlot]
 	clock    func() time.Time
 	log      hclog.Logger
 	extTO    time.Duration
@@ -79,9 +79,7 @@ func NewEngine(p *Policy, o Options) *Engine {
 	if e.restTO <= 0 {
 		e.restTO = 10 * time.Second
 	}
-	for _, x := range o.Extensions {
-		e.exts = append(e.exts, &extSlot{ext: x})
-	}
+	e.SetExtensions(o.Extensions)
 	e.policy.Store(p)
 	return e
 }
@@ -248,7 +246,7 @@ func (e *Engine) evaluate(ctx context.Context, pol *Policy, req *Request, o eval
 
 	// Extension rules, each within its deadline.
 	if o.exts {
-		for _, s := range e.exts {
+		for _, s := range e.slots() {
 			record(&c, &trace, o.trace, e.callExtension(ctx, s, req))
 			if c.deny != nil {
 				return e.finish(pol, res, &c, trace)

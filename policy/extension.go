@@ -130,6 +130,33 @@ func (e *Engine) restart(s *extSlot) {
 	}()
 }
 
+// SetExtensions replaces the extensions the engine consults (the kernel
+// does when the policy in force names other ones). An extension whose name
+// was already consulted keeps its counters.
+func (e *Engine) SetExtensions(xs []Extension) {
+	old := map[string]*extSlot{}
+	for _, s := range e.slots() {
+		old[s.ext.Name()] = s
+	}
+	slots := make([]*extSlot, 0, len(xs))
+	for _, x := range xs {
+		s := &extSlot{ext: x}
+		if o, ok := old[x.Name()]; ok {
+			s.failures.Store(o.failures.Load())
+			s.restarts.Store(o.restarts.Load())
+		}
+		slots = append(slots, s)
+	}
+	e.exts.Store(&slots)
+}
+
+func (e *Engine) slots() []*extSlot {
+	if p := e.exts.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // ExtensionStats reports, per extension name, failures and restarts.
 type ExtensionStats struct {
 	Name     string
@@ -139,8 +166,9 @@ type ExtensionStats struct {
 
 // Extensions returns the extensions' counters.
 func (e *Engine) Extensions() []ExtensionStats {
-	out := make([]ExtensionStats, 0, len(e.exts))
-	for _, s := range e.exts {
+	slots := e.slots()
+	out := make([]ExtensionStats, 0, len(slots))
+	for _, s := range slots {
 		out = append(out, ExtensionStats{s.ext.Name(), s.failures.Load(), s.restarts.Load()})
 	}
 	return out
@@ -155,7 +183,7 @@ const WarmupSyscall = "policy.warmup"
 // restarted; the joined errors are returned.
 func (e *Engine) Warm(ctx context.Context, timeout time.Duration) error {
 	var errs []error
-	for _, s := range e.exts {
+	for _, s := range e.slots() {
 		if _, why := e.invoke(ctx, s, Request{Syscall: WarmupSyscall, Caller: Caller{Kind: "kernel"}}, timeout); why != "" {
 			errs = append(errs, fmt.Errorf("warm up policy extension: %s", why))
 			s.failures.Add(1)

@@ -240,7 +240,6 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 				return nil, err
 			}
 		}
-		k.watchPolicy(policy.ProjectPath(o.Workspace), pins, o.PolicyReloadInterval)
 	}
 	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger, Auditor: Auditor{Log: k.HomeAudit, Logger: o.Logger}})
 	if o.NetworkAuditor == nil {
@@ -320,6 +319,14 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	if err := k.loadAll(ctx); err != nil {
 		k.Close()
 		return nil, err
+	}
+	if pol := k.Policy.Policy(); len(pol.Extensions) > 0 {
+		k.connectExtensions(ctx, pol)
+	}
+	// Watched once the plugins are loaded: a reload connects the
+	// extensions the new policy names.
+	if watchPolicy {
+		k.watchPolicy(policy.ProjectPath(o.Workspace), pins, o.PolicyReloadInterval)
 	}
 	if _, err := k.Audit.Append(ctx, audit.Event{Type: audit.EventKernelStart, SessionID: o.SessionID, Metadata: map[string]string{"kernel": kernelID, "sandbox": o.Sandbox}}); err != nil {
 		k.Close()

@@ -36,6 +36,9 @@ func (k *Kernel) watchPolicy(path string, pins *pin.Store, interval time.Duratio
 			})
 			return
 		}
+		// The extensions the new policy names are consulted (and started)
+		// before it is swapped in.
+		k.connectExtensions(ctx, p)
 		if p.Unapproved != nil {
 			k.log.Warn(p.Unapproved.Notice())
 			_ = Auditor{Log: k.Audit, Logger: k.log}.RecordUnapprovedPolicy(ctx, p.Unapproved, p.Hash, "file changed on disk")
