@@ -90,3 +90,45 @@ func TestKernelConsultsPolicyExtensions(t *testing.T) {
 		t.Fatalf("a policy without extensions consults none: %+v", res)
 	}
 }
+
+// TestKernelConsultsPolicyExtensionInDocker: the same extension in its
+// policy-sandbox container, connected when a reloaded policy names it.
+func TestKernelConsultsPolicyExtensionInDocker(t *testing.T) {
+	ws := t.TempDir()
+	home := shortHome(t)
+	rules := "version: 1\ncapabilities:\n  - name: writes\n    match: { syscall: fs.write, path_glob: [\"secret/**\", \"src/**\"] }\n    action: allow\n"
+	writePolicy(t, home, ws, rules)
+	k := dockerKernelIn(t, home, ws)
+	ctx := context.Background()
+	if _, err := k.Registry.Install(ctx, stagePolicyExt(t), registry.InstallOptions{Yes: true}); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := k.Registry.Runnable("ext-good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Plugins.Add(spec); err != nil {
+		t.Fatal(err)
+	}
+	old := k.Policy.Policy().Hash
+	writePolicy(t, home, ws, rules+"extensions: [ext-good]\n")
+	deadline := time.Now().Add(2 * time.Minute)
+	for k.Policy.Policy().Hash == old {
+		if time.Now().After(deadline) {
+			t.Fatal("policy not reloaded")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st, _ := k.Plugins.Stats("ext-good"); !st.Running {
+		t.Fatalf("the extension was not started by the reload: %+v", st)
+	}
+	write := func(p string) policy.Result {
+		return k.Policy.Evaluate(ctx, policy.Request{Syscall: "fs.write", Path: p, Caller: policy.Caller{Kind: "plugin", Plugin: "tool-fs", PluginKind: "tool"}})
+	}
+	if res := write("secret/key"); res.Enforced != policy.Deny || res.Deciding[0].Rule != "extension:ext-good" {
+		t.Fatalf("the contained extension's deny must win: %+v", res)
+	}
+	if res := write("src/a.go"); res.Enforced != policy.Allow {
+		t.Fatalf("the contained extension abstains on src/: %+v", res)
+	}
+}
