@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -87,9 +88,16 @@ func NewEngine(p *Policy, o Options) *Engine {
 // Policy returns the policy in force.
 func (e *Engine) Policy() *Policy { return e.policy.Load() }
 
-// Swap installs p (hot reload) and returns the previous policy.
+// CodeTokenLimit refuses a capability token beyond token.MaxOps,
+// token.MaxTTL or token.MaxLivePerInstance.
+const CodeTokenLimit = "POLICY_TOKEN_LIMIT"
+
+// Swap installs p (hot reload) and returns the previous policy. Every
+// capability token is revoked: it was judged by the old policy, and the
+// fast path would let it skip the new policy's YAML rules.
 func (e *Engine) Swap(p *Policy) *Policy {
 	old := e.policy.Swap(p)
+	e.tokens.RevokeAll()
 	e.log.Info("policy reloaded", "file", p.File, "hash", p.Hash, "rules", len(p.Rules))
 	return old
 }
@@ -359,6 +367,11 @@ func (e *Engine) Issue(ctx context.Context, req Request, scope token.Scope) (tok
 	}
 	b := token.Binding{Instance: req.Caller.Instance, PID: req.Peer.PID, ContainerID: req.Peer.ContainerID}
 	tok, err := e.tokens.Issue(b, scope, res.At)
+	if errors.Is(err, token.ErrLimit) {
+		return token.Token{}, res, uerr.Wrap(err, CodeTokenLimit, "capability token refused: over its bounds", err.Error(),
+			fmt.Sprintf("ask for at most %d operations and %v (default %v), and let used tokens expire (at most %d live per instance)",
+				token.MaxOps, token.MaxTTL, token.DefaultTTL, token.MaxLivePerInstance))
+	}
 	if err != nil {
 		return token.Token{}, res, uerr.Wrap(err, "POLICY_TOKEN_ISSUE", "cannot issue capability token", err.Error(), "give the request a plugin instance and a valid scope")
 	}

@@ -106,6 +106,25 @@ func (a Auditor) RecordCapability(ctx context.Context, plugin, instance string, 
 	})
 }
 
+// RecordCapabilityEnd writes capability_expired for a token the kernel
+// removed (why: expired or used up, its instance stopped).
+func (a Auditor) RecordCapabilityEnd(ctx context.Context, t token.Token, why string) {
+	a.append(ctx, audit.Event{
+		Type: audit.EventCapabilityExpired, Caller: pluginOfInstance(t.Binding.Instance), SyscallType: t.Scope.Syscall,
+		CapabilityID: t.ID, SandboxID: t.Binding.Instance,
+		Metadata: map[string]string{"paths": strings.Join(t.Scope.Paths, ","), "max_ops": fmt.Sprint(t.Scope.MaxOps),
+			"expires": t.Expires.UTC().Format(time.RFC3339), "reason": why},
+	})
+}
+
+// pluginOfInstance is the plugin name of an instance id (<plugin>-<random>).
+func pluginOfInstance(id string) string {
+	if i := strings.LastIndexByte(id, '-'); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
 // RecordPolicyUpdate writes the durable policy_update event.
 func (a Auditor) RecordPolicyUpdate(ctx context.Context, path string, replayed, changes, breaking int) error {
 	return a.RecordPolicyChange(ctx, PolicyChangeRecord{Path: path, Replayed: replayed, Changes: changes, Breaking: breaking})

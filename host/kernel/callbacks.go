@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/kernel"
@@ -28,14 +30,35 @@ type callbacks struct {
 	k        *Kernel
 	instance string
 	spec     supervisor.Spec
+	peer     func() supervisor.Peer
 	limit    *callbackLimiter
+	issue    *callbackLimiter // capability tokens, within limit
 }
 
 var _ kernel.Service = (*callbacks)(nil)
 
-func (k *Kernel) kernelService(instanceID string, spec supervisor.Spec) kernel.Service {
-	return &callbacks{k: k, instance: instanceID, spec: spec, limit: newCallbackLimiter(CallbackRate, CallbackBurst, time.Now)}
+func (k *Kernel) kernelService(instanceID string, spec supervisor.Spec, peer func() supervisor.Peer) kernel.Service {
+	return &callbacks{k: k, instance: instanceID, spec: spec, peer: peer,
+		limit: newCallbackLimiter(CallbackRate, CallbackBurst, time.Now),
+		issue: newCallbackLimiter(CapabilityRate, CapabilityBurst, time.Now)}
 }
+
+// Capability tokens (issue 10 point 8): an instance may be issued
+// CapabilityRate tokens a second beyond a burst of CapabilityBurst; the
+// store bounds each token (token.MaxOps, token.MaxTTL) and how many an
+// instance holds (token.MaxLivePerInstance), and the kernel sweeps
+// expired ones every TokenSweepInterval.
+const (
+	CapabilityRate  = 5
+	CapabilityBurst = 20
+	// CodeTokenInvalid refuses a call that presented a token the kernel
+	// does not accept (unknown, expired, used up, another instance's or
+	// peer's, another path or syscall, a replayed nonce).
+	CodeTokenInvalid = "KERNEL_TOKEN_INVALID"
+	// CodeCapabilityUndeclared refuses a callback for a syscall the
+	// plugin's manifest does not list in required_capabilities.
+	CodeCapabilityUndeclared = "KERNEL_CAPABILITY_UNDECLARED"
+)
 
 // Callback rate limits per plugin instance (issue 10 point 6): every
 // callback is judged and audited, so a flood of them is a flood of audit
@@ -108,9 +131,37 @@ func (c *callbacks) caller() policy.Caller { return callerOf(c.spec, c.instance)
 
 // request is the policy request of a callback: the plugin runs in its L2
 // sandbox (if this kernel sandboxes plugins), so the request says so and a
-// rule's require_sandbox sees it.
+// rule's require_sandbox sees it; and it carries the peer the instance was
+// launched as, so tokens are issued to and checked against it.
 func (c *callbacks) request(syscall, path string) policy.Request {
-	return policy.Request{Syscall: syscall, Path: path, Caller: c.caller(), Sandbox: c.k.sandboxOf(c.spec)}
+	req := policy.Request{Syscall: syscall, Path: path, Caller: c.caller(), Sandbox: c.k.sandboxOf(c.spec)}
+	if c.peer != nil {
+		p := c.peer()
+		req.Peer = policy.Peer{PID: p.PID, ContainerID: p.ContainerID}
+	}
+	return req
+}
+
+// declared refuses, and audits, a callback for a syscall the plugin did not
+// declare in required_capabilities: what it was approved for at install is
+// all it gets.
+func (c *callbacks) declared(ctx context.Context, syscall, path string) error {
+	if slices.Contains(c.spec.Capabilities, syscall) {
+		return nil
+	}
+	why := fmt.Sprintf("plugin %s's manifest does not list %s in required_capabilities (it lists: %s)",
+		c.spec.Name, syscall, listOrNone(c.spec.Capabilities))
+	c.k.auditor().append(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: syscall, Caller: c.spec.Name,
+		PolicyDecision: audit.DecisionDenied, DenyReason: why, SandboxID: c.instance, Metadata: map[string]string{audit.MetaPath: path}})
+	return uerr.New(CodeCapabilityUndeclared, fmt.Sprintf("%s by %s refused: capability not declared", syscall, c.spec.Name), why,
+		fmt.Sprintf("add %s to required_capabilities in the plugin's plugin.yaml and reinstall it (you approve the list at install)", syscall))
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }
 
 func (c *callbacks) judge(ctx context.Context, req policy.Request) error {
@@ -128,11 +179,55 @@ func (c *callbacks) judge(ctx context.Context, req policy.Request) error {
 		strings.Join(res.Reasons, "; "), "see `fluffy policy explain --syscall "+req.Syscall+" --path "+req.Path+"`")
 }
 
+// judgeToken allows req only through the token it presents.
+func (c *callbacks) judgeToken(ctx context.Context, req policy.Request) error {
+	t0 := time.Now()
+	res := c.k.Policy.Evaluate(ctx, req)
+	d := time.Since(t0)
+	if res.ByToken && res.Enforced == policy.Allow {
+		c.k.auditor().RecordDecision(ctx, req, res, d)
+		return nil
+	}
+	why := "capability token " + req.Token.ID + ": " + res.TokenStatus
+	switch {
+	case res.TokenStatus != "":
+	case res.Enforced == policy.Allow: // the fast path was not taken (the project root)
+		why = "capability token " + req.Token.ID + ": " + token.ScopeMismatch.String()
+	default: // valid, but a built-in rule denied or wants review
+		why = "capability token " + req.Token.ID + " is valid but " + strings.Join(res.Reasons, "; ")
+	}
+	ev := router.DecisionEvent(req, res, d)
+	ev.PolicyDecision, ev.DenyReason, ev.CapabilityID = audit.DecisionDenied, why, req.Token.ID
+	c.k.auditor().append(ctx, ev)
+	return uerr.New(CodeTokenInvalid, fmt.Sprintf("%s of %s by %s refused: capability token not accepted", req.Syscall, req.Path, c.spec.Name),
+		textsafe.Line(why, 300), "request a new token (RequestCapability) for this syscall and path, and use each nonce once, increasing")
+}
+
 // RequestCapability issues a token bound to this instance when the policy
 // allows the syscall on that exact path outright.
 func (c *callbacks) RequestCapability(ctx context.Context, syscall, pathGlob string, maxOps int, ttl time.Duration) (base.Capability, error) {
 	if err := c.admit(ctx, "kernel.request_capability"); err != nil {
 		return base.Capability{}, err
+	}
+	if err := c.declared(ctx, syscall, pathGlob); err != nil {
+		return base.Capability{}, err
+	}
+	if ok, first := c.issue.allow(); !ok {
+		if first {
+			c.k.auditor().append(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: "kernel.request_capability", Caller: c.spec.Name,
+				PolicyDecision: audit.DecisionDenied, SandboxID: c.instance,
+				DenyReason: fmt.Sprintf("rate limited: more than %d capability tokens a second (burst %d) for instance %s; further refusals in this run are not recorded", CapabilityRate, CapabilityBurst, c.instance)})
+		}
+		return base.Capability{}, uerr.New(CodeRateLimited, fmt.Sprintf("too many capability requests from %s", c.spec.Name),
+			fmt.Sprintf("an instance may be issued %d capability tokens a second (burst %d)", CapabilityRate, CapabilityBurst),
+			"reuse a token for up to its maxOps operations instead of asking for one per call")
+	}
+	if pathGlob != "" {
+		clean, err := confine.Clean(pathGlob)
+		if err != nil {
+			return base.Capability{}, err
+		}
+		pathGlob = clean // as ReadFile will present it
 	}
 	req := c.request(syscall, pathGlob)
 	t0 := time.Now()
@@ -154,15 +249,31 @@ func (c *callbacks) RequestCapability(ctx context.Context, syscall, pathGlob str
 // the policy denies it). The path is cleaned and judged as fs.read; when a
 // symbolic link leads elsewhere, the path it resolves to is judged too, so
 // a link named docs/notes.txt cannot read .env.
-func (c *callbacks) ReadFile(ctx context.Context, p string, maxBytes int64) ([]byte, string, error) {
+//
+// With a token (use.TokenID set) the read is allowed only by that token:
+// issued to this instance and peer for fs.read on exactly this path,
+// unexpired, with operations left and a nonce above the last one. Any
+// other token is refused (KERNEL_TOKEN_INVALID) and audited; the read
+// does not fall back to the rules, so a plugin learns its token is bad.
+func (c *callbacks) ReadFile(ctx context.Context, p string, maxBytes int64, use base.TokenUse) ([]byte, string, error) {
 	if err := c.admit(ctx, "kernel.read_file"); err != nil {
+		return nil, "", err
+	}
+	if err := c.declared(ctx, "fs.read", p); err != nil {
 		return nil, "", err
 	}
 	clean, err := confine.Clean(p)
 	if err != nil {
 		return nil, "", err
 	}
-	if err := c.judge(ctx, c.request("fs.read", clean)); err != nil {
+	req := c.request("fs.read", clean)
+	if use.TokenID != "" {
+		req.Token = &token.Use{ID: use.TokenID, Nonce: use.Nonce}
+		err = c.judgeToken(ctx, req)
+	} else {
+		err = c.judge(ctx, req)
+	}
+	if err != nil {
 		return nil, "", err
 	}
 	root, err := c.k.Session.ViewRoot(c.spec.Name)
@@ -176,6 +287,8 @@ func (c *callbacks) ReadFile(ctx context.Context, p string, maxBytes int64) ([]b
 	}
 	defer f.Close()
 	if canon != clean {
+		// A token covers the path it names, not where a link leads: the
+		// target is judged by the rules.
 		if err := c.judge(ctx, c.request("fs.read", canon)); err != nil {
 			return nil, "", err
 		}

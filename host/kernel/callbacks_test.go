@@ -26,12 +26,16 @@ entry: fixture
 sha256: "0000000000000000000000000000000000000000000000000000000000000000"
 api_versions: [1, 2]
 tags: [core_plugin]
+required_capabilities: [fs.read]
 tools:
   - name: fx.kernel
     summary: "call the kernel back"
     parameters: {type: object}
   - name: fx.kernel_flood
     summary: "flood the kernel with callbacks"
+    parameters: {type: object}
+  - name: fx.token
+    summary: "read with a capability token"
     parameters: {type: object}
 `
 

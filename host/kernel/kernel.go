@@ -80,6 +80,9 @@ type Options struct {
 	RetentionInterval time.Duration
 	// AuditClock stamps audit records (nil: the wall clock).
 	AuditClock audit.Clock
+	// TokenSweepInterval overrides how often expired capability tokens
+	// are removed (default TokenSweepInterval, 10 s).
+	TokenSweepInterval time.Duration
 }
 
 // Kernel wires the registry to the supervisor: every registered, enabled
@@ -117,8 +120,10 @@ type Kernel struct {
 	// stopPolicyWatch ends the project policy's hot reload (nil when the
 	// caller supplied the engine).
 	stopPolicyWatch func()
-	// maint runs periodic audit retention (nil until Open starts it).
-	maint *maintenance
+	// maint runs periodic audit retention and the token sweep (nil until
+	// Open starts it).
+	maint           *maintenance
+	tokenSweepEvery time.Duration
 	// gateState reads the session's workflow state (set by the task
 	// runner): the policy sees it at ingest as state_machine_state.
 	gateState   atomic.Pointer[func() string]
@@ -231,6 +236,10 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		return nil, err
 	}
 	k.applyRetention(ctx)
+	k.tokenSweepEvery = o.TokenSweepInterval
+	if k.tokenSweepEvery <= 0 {
+		k.tokenSweepEvery = TokenSweepInterval
+	}
 	k.startMaintenance(o.RetentionInterval)
 	if watchPolicy {
 		if u := k.Policy.Policy().Unapproved; u != nil {
@@ -397,10 +406,12 @@ func (k *Kernel) PluginEvent(spec supervisor.Spec, instanceID, event string, cau
 		k.setPluginState(spec.Name, registry.StateActive)
 	case supervisor.EventStopped:
 		k.setPluginState(spec.Name, registry.StateUnloaded)
+		k.revokeTokens(context.Background(), instanceID)
 	case supervisor.EventBreakerOpen:
 		k.log.Error("plugin circuit breaker opened", "plugin", spec.Name, "error", cause)
 	case supervisor.EventFailed:
 		k.log.Warn("plugin failed", "plugin", spec.Name, "error", cause)
+		k.revokeTokens(context.Background(), instanceID)
 	}
 }
 

@@ -13,9 +13,13 @@ import (
 // Retention.MinAge; that rule lives in audit.ApplyRetention.
 const DefaultRetentionInterval = time.Hour
 
+// TokenSweepInterval is how often the kernel removes expired and used-up
+// capability tokens, recording capability_expired for each.
+const TokenSweepInterval = 10 * time.Second
+
 // maintenance runs the kernel's periodic chores in one goroutine until
 // Close: audit retention of the project and home logs every
-// retentionEvery. stop cancels it and waits, so no goroutine outlives the
+// retentionEvery, and the capability token sweep every TokenSweepInterval. stop cancels it and waits, so no goroutine outlives the
 // kernel and no chore runs against a closed database.
 type maintenance struct {
 	cancel context.CancelFunc
@@ -33,12 +37,16 @@ func (k *Kernel) startMaintenance(retentionEvery time.Duration) {
 		defer m.wg.Done()
 		retention := time.NewTicker(retentionEvery)
 		defer retention.Stop()
+		sweep := time.NewTicker(k.tokenSweepEvery)
+		defer sweep.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-retention.C:
 				k.applyRetention(ctx)
+			case <-sweep.C:
+				k.sweepTokens(ctx)
 			}
 		}
 	}()
@@ -67,4 +75,25 @@ func (m *maintenance) stop() {
 	}
 	m.cancel()
 	m.wg.Wait()
+}
+
+// sweepTokens removes the capability tokens that expired or have no
+// operations left, and records capability_expired for each.
+func (k *Kernel) sweepTokens(ctx context.Context) {
+	if k.Policy == nil {
+		return
+	}
+	for _, t := range k.Policy.Tokens().Sweep(time.Now()) {
+		k.auditor().RecordCapabilityEnd(ctx, t, "expired or used up")
+	}
+}
+
+// revokeTokens removes the tokens of an instance that stopped.
+func (k *Kernel) revokeTokens(ctx context.Context, instanceID string) {
+	if k.Policy == nil || instanceID == "" {
+		return
+	}
+	for _, t := range k.Policy.Tokens().RevokeInstance(instanceID) {
+		k.auditor().RecordCapabilityEnd(ctx, t, "its plugin instance stopped")
+	}
 }

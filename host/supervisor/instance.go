@@ -45,6 +45,18 @@ type Instance struct {
 	once   sync.Once
 }
 
+// peer is the instance's process or container identity.
+func (i *Instance) peer() Peer {
+	var p Peer
+	if rc := i.client.ReattachConfig(); rc != nil {
+		p.PID = rc.Pid
+	}
+	if i.Launched.Status != nil {
+		p.ContainerID = i.Launched.Status().ContainerID
+	}
+	return p
+}
+
 func (i *Instance) stop() {
 	i.once.Do(func() {
 		i.client.Kill()
@@ -151,7 +163,7 @@ func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
 	}
 	var ks base.KernelServer
 	if s.opts.KernelService != nil {
-		ks = kernel.Server(s.opts.KernelService(id, spec))
+		ks = kernel.Server(s.opts.KernelService(id, spec, inst.peer))
 	}
 	if err := bc.Configure(sctx, base.Config{
 		ConfigJSON: spec.ConfigJSON, SessionID: s.opts.SessionID, InstanceID: id,

@@ -87,7 +87,9 @@ type Options struct {
 	// OutRoot holds one output directory per instance (default a temp dir).
 	OutRoot string
 	// KernelService builds the callback service for one instance; nil: none.
-	KernelService func(instanceID string, spec Spec) kernel.Service
+	// peer says what the instance runs as (read at each call: the
+	// container id is known once it runs).
+	KernelService func(instanceID string, spec Spec, peer func() Peer) kernel.Service
 	// Breaker: opens after BreakerThreshold consecutive failures (default 5)
 	// for BreakerOpen (default 30 s).
 	BreakerThreshold int
@@ -149,6 +151,15 @@ const (
 	EventFailed      = "failed"
 	EventBreakerOpen = "breaker_open"
 )
+
+// Peer is the OS-level identity of one instance as the kernel launched it:
+// the process id of a plugin run as a plain process (0 in a container,
+// whose pid the kernel does not see) and the id of the L2 container it
+// runs in ("" without one). Capability tokens are bound to it.
+type Peer struct {
+	PID         int
+	ContainerID string
+}
 
 // Observer is told about plugin lifecycle events (the kernel maps them to
 // registry states and audit records). It must not block.

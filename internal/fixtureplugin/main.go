@@ -130,6 +130,49 @@ func toolSet(name string, sick *atomic.Bool) *pluginsdk.ToolSet {
 				_ = tc.Kernel.ReportProgress(ctx, "called back", 1)
 				return out, nil
 			}},
+			{Def: tool.Def{Name: "fx.token", Summary: "request a capability token (or take one) and read with it once per nonce", Parameters: obj}, Handler: func(ctx context.Context, tc *pluginsdk.ToolContext, a json.RawMessage) (any, error) {
+				if tc.Kernel == nil {
+					return nil, errors.New("no kernel callback service")
+				}
+				var args struct {
+					Path     string   `json:"path"`
+					ReadPath string   `json:"read_path"`
+					MaxOps   int      `json:"max_ops"`
+					TTLMs    int64    `json:"ttl_ms"`
+					Token    string   `json:"token"`
+					Nonces   []uint64 `json:"nonces"`
+				}
+				_ = json.Unmarshal(a, &args)
+				if args.ReadPath == "" {
+					args.ReadPath = args.Path
+				}
+				out := map[string]any{}
+				id := args.Token
+				if id == "" {
+					c, err := tc.Kernel.RequestCapability(ctx, "fs.read", args.Path, args.MaxOps, time.Duration(args.TTLMs)*time.Millisecond)
+					if err != nil {
+						out["capability_error"] = err.Error()
+						return out, nil
+					}
+					id = c.TokenID
+					out["expires_ms"] = c.Expires.UnixMilli()
+				}
+				out["token"] = id
+				var reads []string
+				for _, n := range args.Nonces {
+					b, _, err := tc.Kernel.ReadFileWithToken(ctx, args.ReadPath, 1<<20, base.TokenUse{TokenID: id, Nonce: n})
+					switch ue, ok := uerr.As(err); {
+					case err == nil:
+						reads = append(reads, "ok:"+string(b))
+					case ok:
+						reads = append(reads, ue.Code+": "+ue.Why)
+					default:
+						reads = append(reads, "transport: "+err.Error())
+					}
+				}
+				out["reads"] = reads
+				return out, nil
+			}},
 			{Def: tool.Def{Name: "fx.kernel_flood", Summary: "call the kernel's ReadFile count times with a path of path_bytes bytes", Parameters: obj}, Handler: func(ctx context.Context, tc *pluginsdk.ToolContext, a json.RawMessage) (any, error) {
 				if tc.Kernel == nil {
 					return nil, errors.New("no kernel callback service")

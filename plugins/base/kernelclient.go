@@ -2,6 +2,7 @@ package base
 
 import (
 	"context"
+	"math"
 	"time"
 
 	kernelpb "github.com/fluffy-waffle/fluffy/plugins/kernel/proto"
@@ -13,11 +14,31 @@ type Capability struct {
 	Expires time.Time
 }
 
+// TokenUse presents a capability token with a request: its id and a nonce
+// larger than the last one used with that token (a replayed or reused
+// nonce is refused).
+type TokenUse struct {
+	TokenID string
+	Nonce   uint64
+}
+
 // KernelClient is how a plugin calls back into the kernel. The kernel binds
 // every call to the plugin instance whose broker carried it.
 type KernelClient interface {
+	// RequestCapability asks for a token for syscall on exactly the path
+	// pathGlob names (matched literally), for at most maxOps operations
+	// (0: one) within ttl (0: 30 s). The kernel refuses more than 1000
+	// operations, more than 5 minutes or a 65th live token, and an instance
+	// may ask a few times a second.
 	RequestCapability(ctx context.Context, syscall, pathGlob string, maxOps int, ttl time.Duration) (Capability, error)
 	ReadFile(ctx context.Context, path string, maxBytes int64) (content []byte, sha256 string, err error)
+	// ReadFileWithToken is ReadFile under a token from RequestCapability
+	// (syscall fs.read): the kernel accepts it only from the instance it
+	// was issued to, for that path, unexpired, with operations left and a
+	// fresh nonce, and then skips the policy's YAML and extension rules
+	// (built-in protections still apply). Any other token is refused with
+	// KERNEL_TOKEN_INVALID; nothing falls back to a token-less read.
+	ReadFileWithToken(ctx context.Context, path string, maxBytes int64, use TokenUse) (content []byte, sha256 string, err error)
 	ReportProgress(ctx context.Context, message string, fraction float64) error
 }
 
@@ -28,7 +49,9 @@ func NewKernelClient(c kernelpb.KernelClient) KernelClient { return &kernelClien
 
 func (k *kernelClient) RequestCapability(ctx context.Context, syscall, glob string, maxOps int, ttl time.Duration) (Capability, error) {
 	r, err := k.c.RequestCapability(ctx, &kernelpb.CapabilityRequest{
-		Syscall: syscall, PathGlob: glob, MaxOps: int32(maxOps), TtlMs: ttl.Milliseconds(),
+		// Saturated, not wrapped: 2^31 must reach the kernel as too many,
+		// not as a negative count.
+		Syscall: syscall, PathGlob: glob, MaxOps: int32(min(max(maxOps, math.MinInt32), math.MaxInt32)), TtlMs: ttl.Milliseconds(),
 	})
 	if err != nil {
 		return Capability{}, err
@@ -40,7 +63,15 @@ func (k *kernelClient) RequestCapability(ctx context.Context, syscall, glob stri
 }
 
 func (k *kernelClient) ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, string, error) {
-	r, err := k.c.ReadFile(ctx, &kernelpb.ReadFileRequest{Path: path, MaxBytes: maxBytes})
+	return k.readFile(ctx, &kernelpb.ReadFileRequest{Path: path, MaxBytes: maxBytes})
+}
+
+func (k *kernelClient) ReadFileWithToken(ctx context.Context, path string, maxBytes int64, use TokenUse) ([]byte, string, error) {
+	return k.readFile(ctx, &kernelpb.ReadFileRequest{Path: path, MaxBytes: maxBytes, TokenId: use.TokenID, TokenNonce: use.Nonce})
+}
+
+func (k *kernelClient) readFile(ctx context.Context, req *kernelpb.ReadFileRequest) ([]byte, string, error) {
+	r, err := k.c.ReadFile(ctx, req)
 	if err != nil {
 		return nil, "", err
 	}

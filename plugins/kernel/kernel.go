@@ -15,7 +15,9 @@ import (
 // instance, so every call is attributable.
 type Service interface {
 	RequestCapability(ctx context.Context, syscall, pathGlob string, maxOps int, ttl time.Duration) (base.Capability, error)
-	ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, string, error)
+	// ReadFile reads path; use.TokenID, when set, presents a capability
+	// token for the read.
+	ReadFile(ctx context.Context, path string, maxBytes int64, use base.TokenUse) ([]byte, string, error)
 	ReportProgress(ctx context.Context, message string, fraction float64) error
 }
 
@@ -38,7 +40,7 @@ func (s *server) RequestCapability(ctx context.Context, r *kernelpb.CapabilityRe
 }
 
 func (s *server) ReadFile(ctx context.Context, r *kernelpb.ReadFileRequest) (*kernelpb.ReadFileResponse, error) {
-	b, sum, err := s.impl.ReadFile(ctx, r.GetPath(), r.GetMaxBytes())
+	b, sum, err := s.impl.ReadFile(ctx, r.GetPath(), r.GetMaxBytes(), base.TokenUse{TokenID: r.GetTokenId(), Nonce: r.GetTokenNonce()})
 	if err != nil {
 		return &kernelpb.ReadFileResponse{Error: base.ErrorToProto(err)}, nil
 	}

@@ -16,10 +16,10 @@ import (
 func TestConcurrentUse(t *testing.T) {
 	s := NewStore()
 	p := glob.ParsePath("src/a.go")
-	const tokens, maxOps = 64, 20
+	const tokens, maxOps = MaxLivePerInstance - 1, 20 // + the shared one: the per-instance bound
 	var wg sync.WaitGroup
 	for i := 0; i < tokens; i++ {
-		tok := issue(t, s, Scope{Syscall: "fs.write", Paths: []string{"src/**"}, MaxOps: maxOps, TTL: time.Hour})
+		tok := issue(t, s, Scope{Syscall: "fs.write", Paths: []string{"src/**"}, MaxOps: maxOps, TTL: MaxTTL})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -39,7 +39,7 @@ func TestConcurrentUse(t *testing.T) {
 			}
 		}()
 	}
-	shared := issue(t, s, Scope{Syscall: "fs.write", Paths: []string{"src/**"}, MaxOps: maxOps, TTL: time.Hour})
+	shared := issue(t, s, Scope{Syscall: "fs.write", Paths: []string{"src/**"}, MaxOps: maxOps, TTL: MaxTTL})
 	var next atomic.Uint64
 	var valid atomic.Int64
 	var seen sync.Map

@@ -3,6 +3,7 @@ package token
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,8 +11,24 @@ import (
 	"github.com/fluffy-waffle/fluffy/policy/glob"
 )
 
-// DefaultTTL is a token's lifetime when the scope does not give one.
-const DefaultTTL = 30 * time.Second
+// Bounds of every token, whatever the plugin asks for (issue 10 point 8: a
+// plugin got a 10-year token with 2^31 operations). A request beyond them
+// is refused, not clipped, so the plugin learns what it holds.
+const (
+	// DefaultTTL is a token's lifetime when the scope does not give one.
+	DefaultTTL = 30 * time.Second
+	// MaxTTL is the longest lifetime a token may have.
+	MaxTTL = 5 * time.Minute
+	// MaxOps is the most operations one token may grant.
+	MaxOps = 1000
+	// MaxLivePerInstance is how many unexpired tokens one plugin instance
+	// may hold at once; expired ones do not count.
+	MaxLivePerInstance = 64
+)
+
+// ErrLimit is wrapped by Issue's refusals of a scope beyond the bounds
+// or an instance holding MaxLivePerInstance tokens.
+var ErrLimit = errors.New("capability token limit")
 
 // Binding is who may use a token: one plugin instance, seen through one peer.
 type Binding struct {
@@ -98,11 +115,17 @@ func (s *Store) Issue(b Binding, sc Scope, now time.Time) (Token, error) {
 	if sc.MaxOps <= 0 {
 		return Token{}, fmt.Errorf("issue token: maxOps must be positive, got %d", sc.MaxOps)
 	}
+	if sc.MaxOps > MaxOps {
+		return Token{}, fmt.Errorf("issue token: %w: maxOps %d is over the bound of %d", ErrLimit, sc.MaxOps, MaxOps)
+	}
 	if sc.TTL < 0 {
 		return Token{}, fmt.Errorf("issue token: negative TTL %v", sc.TTL)
 	}
 	if sc.TTL == 0 {
 		sc.TTL = DefaultTTL
+	}
+	if sc.TTL > MaxTTL {
+		return Token{}, fmt.Errorf("issue token: %w: lifetime %v is over the bound of %v", ErrLimit, sc.TTL, MaxTTL)
 	}
 	if b.Instance == "" {
 		return Token{}, fmt.Errorf("issue token: binding has no plugin instance")
@@ -118,8 +141,17 @@ func (s *Store) Issue(b Binding, sc Scope, now time.Time) (Token, error) {
 	sc.Paths = append([]string(nil), sc.Paths...)
 	t := Token{ID: "cap_" + hex.EncodeToString(raw[:]), Binding: b, Scope: sc, Issued: now, Expires: now.Add(sc.TTL)}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := 0
+	for _, e := range s.tokens { // bounded: at most MaxLivePerInstance per instance
+		if e.tok.Binding.Instance == b.Instance && now.Before(e.tok.Expires) && e.used < e.tok.Scope.MaxOps {
+			live++
+		}
+	}
+	if live >= MaxLivePerInstance {
+		return Token{}, fmt.Errorf("issue token: %w: instance %s already holds %d live tokens", ErrLimit, b.Instance, live)
+	}
 	s.tokens[t.ID] = &entry{tok: t, paths: paths}
-	s.mu.Unlock()
 	return t, nil
 }
 
@@ -194,6 +226,34 @@ func (s *Store) Sweep(now time.Time) []Token {
 			out = append(out, e.tok)
 			delete(s.tokens, id)
 		}
+	}
+	return out
+}
+
+// RevokeInstance removes every token bound to instance (it stopped) and
+// returns them.
+func (s *Store) RevokeInstance(instance string) []Token {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Token
+	for id, e := range s.tokens {
+		if e.tok.Binding.Instance == instance {
+			out = append(out, e.tok)
+			delete(s.tokens, id)
+		}
+	}
+	return out
+}
+
+// RevokeAll removes every token (the policy they were judged by was
+// replaced) and returns them.
+func (s *Store) RevokeAll() []Token {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Token, 0, len(s.tokens))
+	for id, e := range s.tokens {
+		out = append(out, e.tok)
+		delete(s.tokens, id)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package token
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -139,14 +140,62 @@ func TestIssueErrorsAndSweep(t *testing.T) {
 
 func BenchmarkConsume(b *testing.B) {
 	s := NewStore()
-	tok, _ := s.Issue(bind, Scope{Syscall: "fs.write", Paths: []string{"src/**"}, MaxOps: 1 << 62, TTL: time.Hour}, t0)
+	var tok Token
 	p := glob.ParsePath("src/pkg/a.go")
 	b.ReportAllocs()
 	var n uint64
 	for b.Loop() {
+		if n%MaxOps == 0 { // a token grants at most MaxOps operations
+			s.Revoke(tok.ID)
+			var err error
+			if tok, err = s.Issue(bind, Scope{Syscall: "fs.write", Paths: []string{"src/**"}, MaxOps: MaxOps, TTL: MaxTTL}, t0); err != nil {
+				b.Fatal(err)
+			}
+		}
 		n++
 		if s.Consume(Use{tok.ID, n}, bind, "fs.write", p, t0) != Valid {
 			b.Fatal("invalid")
 		}
+	}
+}
+
+// Issue 10 point 8: a plugin was issued a 10-year token granting 2^31
+// operations, and as many tokens as it asked for. Every bound is refused
+// with ErrLimit; a used-up or expired token frees its slot.
+func TestIssueBounds(t *testing.T) {
+	s := NewStore()
+	for _, sc := range []Scope{
+		{Syscall: "fs.read", MaxOps: MaxOps + 1},
+		{Syscall: "fs.read", MaxOps: 1 << 31},
+		{Syscall: "fs.read", MaxOps: 1, TTL: MaxTTL + time.Nanosecond},
+		{Syscall: "fs.read", MaxOps: 1, TTL: 10 * 365 * 24 * time.Hour},
+	} {
+		if _, err := s.Issue(bind, sc, t0); !errors.Is(err, ErrLimit) {
+			t.Fatalf("scope %+v: %v, want ErrLimit", sc, err)
+		}
+	}
+	if _, err := s.Issue(bind, Scope{Syscall: "fs.read", MaxOps: MaxOps, TTL: MaxTTL}, t0); err != nil {
+		t.Fatalf("the bounds themselves are allowed: %v", err)
+	}
+	for i := 1; i < MaxLivePerInstance; i++ {
+		issue(t, s, Scope{Syscall: "fs.read", MaxOps: 1, TTL: time.Second})
+	}
+	if _, err := s.Issue(bind, Scope{Syscall: "fs.read", MaxOps: 1}, t0); !errors.Is(err, ErrLimit) {
+		t.Fatalf("token %d for one instance: %v, want ErrLimit", MaxLivePerInstance+1, err)
+	}
+	other := bind
+	other.Instance = "tool-fs#2"
+	if _, err := s.Issue(other, Scope{Syscall: "fs.read", MaxOps: 1}, t0); err != nil {
+		t.Fatalf("another instance has its own bound: %v", err)
+	}
+	// One second later the short ones expired: slots are free again.
+	if _, err := s.Issue(bind, Scope{Syscall: "fs.read", MaxOps: 1}, t0.Add(time.Second)); err != nil {
+		t.Fatalf("expired tokens still count: %v", err)
+	}
+	if got := len(s.RevokeInstance(bind.Instance)); got != MaxLivePerInstance+1 {
+		t.Fatalf("RevokeInstance removed %d tokens", got)
+	}
+	if s.Len() != 1 || len(s.RevokeAll()) != 1 || s.Len() != 0 {
+		t.Fatal("RevokeAll leaves tokens")
 	}
 }

@@ -153,10 +153,14 @@ func (x *CapabilityResponse) GetError() *proto.Error {
 	return nil
 }
 
+// token_id, when set, presents a capability token from RequestCapability
+// for this read; token_nonce must be larger than the last one used with it.
 type ReadFileRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	MaxBytes      int64                  `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	TokenId       string                 `protobuf:"bytes,3,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	TokenNonce    uint64                 `protobuf:"varint,4,opt,name=token_nonce,json=tokenNonce,proto3" json:"token_nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -201,6 +205,20 @@ func (x *ReadFileRequest) GetPath() string {
 func (x *ReadFileRequest) GetMaxBytes() int64 {
 	if x != nil {
 		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *ReadFileRequest) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *ReadFileRequest) GetTokenNonce() uint64 {
+	if x != nil {
+		return x.TokenNonce
 	}
 	return 0
 }
@@ -366,10 +384,13 @@ const file_plugins_kernel_proto_kernel_proto_rawDesc = "" +
 	"\x12CapabilityResponse\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12&\n" +
 	"\x0fexpires_unix_ms\x18\x02 \x01(\x03R\rexpiresUnixMs\x12+\n" +
-	"\x05error\x18\x03 \x01(\v2\x15.fluffy.base.v1.ErrorR\x05error\"B\n" +
+	"\x05error\x18\x03 \x01(\v2\x15.fluffy.base.v1.ErrorR\x05error\"~\n" +
 	"\x0fReadFileRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1b\n" +
-	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\"q\n" +
+	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x19\n" +
+	"\btoken_id\x18\x03 \x01(\tR\atokenId\x12\x1f\n" +
+	"\vtoken_nonce\x18\x04 \x01(\x04R\n" +
+	"tokenNonce\"q\n" +
 	"\x10ReadFileResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\fR\acontent\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12+\n" +

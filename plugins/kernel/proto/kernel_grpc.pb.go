@@ -33,7 +33,8 @@ const (
 type KernelClient interface {
 	// RequestCapability asks for a capability token bound to this plugin instance.
 	RequestCapability(ctx context.Context, in *CapabilityRequest, opts ...grpc.CallOption) (*CapabilityResponse, error)
-	// ReadFile reads a project file through the kernel (policy-checked).
+	// ReadFile reads a project file through the kernel (policy-checked, or
+	// under a capability token the request presents).
 	ReadFile(ctx context.Context, in *ReadFileRequest, opts ...grpc.CallOption) (*ReadFileResponse, error)
 	// ReportProgress shows a progress line to the user.
 	ReportProgress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (*ProgressResponse, error)
@@ -83,7 +84,8 @@ func (c *kernelClient) ReportProgress(ctx context.Context, in *ProgressRequest, 
 type KernelServer interface {
 	// RequestCapability asks for a capability token bound to this plugin instance.
 	RequestCapability(context.Context, *CapabilityRequest) (*CapabilityResponse, error)
-	// ReadFile reads a project file through the kernel (policy-checked).
+	// ReadFile reads a project file through the kernel (policy-checked, or
+	// under a capability token the request presents).
 	ReadFile(context.Context, *ReadFileRequest) (*ReadFileResponse, error)
 	// ReportProgress shows a progress line to the user.
 	ReportProgress(context.Context, *ProgressRequest) (*ProgressResponse, error)
