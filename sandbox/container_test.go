@@ -603,3 +603,35 @@ func TestContainerKilledFromOutsideIsReportedAsSuch(t *testing.T) {
 		t.Fatalf("kernel's own stop reported as external: %+v", st)
 	}
 }
+
+// allowOnly is a NetworkPolicy allowing exactly one target.
+type allowOnly string
+
+func (a allowOnly) AllowHost(target string) (bool, string) {
+	if target == string(a) {
+		return true, ""
+	}
+	return false, "host not in the test policy's network_whitelist"
+}
+
+// TestContainerProxyAsksTheNetworkPolicy: the container launcher's proxy
+// asks ContainersConfig.NetworkPolicy as well as the manifest: a host the
+// manifest declares but the policy does not allow is refused, saying so.
+func TestContainerProxyAsksTheNetworkPolicy(t *testing.T) {
+	needDocker(t)
+	both, manifestOnly := echoServer(t), echoServer(t)
+	c, err := NewContainers(context.Background(), ContainersConfig{Runtime: tenv.rt, Lease: tenv.lease, NetworkPolicy: allowOnly(both)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := newSpec(t, "ai-provider")
+	spec.Network = []string{both, manifestOnly}
+	r := launch(t, c, spec)
+	if got := mustCall(t, r, "proxy_fetch", map[string]any{"addr": both, "text": "hi"}); !got.OK || got.Data != "echo:hi" {
+		t.Fatalf("declared and allowed: %+v", got)
+	}
+	got := mustCall(t, r, "proxy_fetch", map[string]any{"addr": manifestOnly, "text": "hi"})
+	if got.OK || !strings.Contains(got.Error, "403") || !strings.Contains(got.Error, "network_whitelist") {
+		t.Fatalf("declared but not allowed by the policy: %+v", got)
+	}
+}
