@@ -83,7 +83,14 @@ func policyShow(e *env, args []string) error {
 		}
 	}
 	if len(p.Extensions) > 0 {
-		fmt.Fprintf(e.stdout, "\nExtensions: %s\n", strings.Join(p.Extensions, ", "))
+		fmt.Fprintf(e.stdout, "\nExtensions (policy plugins consulted after the rules): %s\n", strings.Join(p.Extensions, ", "))
+	}
+	if p.Network.Set {
+		hosts := "none"
+		if len(p.Network.Hosts) > 0 {
+			hosts = strings.Join(p.Network.Hosts, ", ")
+		}
+		fmt.Fprintf(e.stdout, "\nNetwork whitelist (plugins reach only these, and only if their manifest declares them): %s\n", hosts)
 	}
 	printWarnings(e.stdout, p)
 	return nil

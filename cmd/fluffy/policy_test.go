@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/fluffy-waffle/fluffy/policy/pin"
 )
 
 func testEnv(stdin string, tty bool) (*env, *bytes.Buffer, *bytes.Buffer) {
@@ -103,5 +105,25 @@ func TestPolicyUpdateNeedsReview(t *testing.T) {
 	run([]string{"policy", "show", "--project", project}, e)
 	if !strings.Contains(out.String(), target) || strings.Contains(out.String(), "Not in force") {
 		t.Fatalf("show does not use the project policy (an update is trusted as it is written):\n%s", out)
+	}
+}
+
+// TestPolicyShowsExtensionsAndNetworkWhitelist: what the kernel enforces
+// from the policy file besides its rules is shown.
+func TestPolicyShowsExtensionsAndNetworkWhitelist(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	target := filepath.Join(project, ".fluffy", "policy.yaml")
+	os.MkdirAll(filepath.Dir(target), 0o755)
+	text := []byte("version: 1\nextensions: [ext-good]\nnetwork_whitelist: [api.openai.com]\n")
+	os.WriteFile(target, text, 0o644)
+	if err := pin.NewStore(home).Approve(project, text, "test"); err != nil {
+		t.Fatal(err)
+	}
+	e, out, _ := homeEnv(home, "", false)
+	run([]string{"policy", "show", "--project", project}, e)
+	for _, want := range []string{"Extensions (policy plugins consulted after the rules): ext-good", "Network whitelist (plugins reach only these, and only if their manifest declares them): api.openai.com:443"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("show lacks %q:\n%s", want, out)
+		}
 	}
 }
