@@ -163,7 +163,7 @@ func fixture(t *testing.T, name string, edit func(string) string, sum string) st
 	case "tool":
 		y += fixtureTools
 	case "provider":
-		y += "provider:\n  network: [\"api.example.com:443\"]\n"
+		y += "required_capabilities: [net.connect]\nprovider:\n  network: [\"api.example.com:443\"]\n"
 	}
 	if edit != nil {
 		y = edit(y)

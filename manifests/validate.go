@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -414,7 +415,17 @@ func (c *checker) provider(m *Manifest) {
 		}
 		seen[h] = i
 	}
+	// The network is a capability like the kernel callbacks: approved at
+	// install from required_capabilities, so it must be listed there.
+	if len(m.Provider.Network) > 0 && !slices.Contains(m.RequiredCapabilities, CapNetConnect) {
+		c.add("provider.network", CodeCapabilityUndeclared, "provider.network lists endpoints but required_capabilities does not list net.connect",
+			"a plugin gets only the capabilities it declares, and net.connect is what you approve for network access", "add net.connect to required_capabilities")
+	}
 }
+
+// CapNetConnect is the capability a provider declares for its
+// provider.network endpoints.
+const CapNetConnect = "net.connect"
 
 // checkHostPort returns "" if s is a lowercase DNS name or IP address with an
 // optional port 1-65535 (IPv6 in brackets when a port is given).
