@@ -46,15 +46,18 @@ const (
 	CodeBadUnit        = "MANIFEST_BAD_UNIT"
 	CodeBadLimit       = "MANIFEST_BAD_LIMIT"
 	CodeBadCapability  = "MANIFEST_BAD_CAPABILITY"
-	CodeBadTag         = "MANIFEST_BAD_TAG"
-	CodeNoTools        = "MANIFEST_NO_TOOLS"
-	CodeBadToolName    = "MANIFEST_BAD_TOOL_NAME"
-	CodeDuplicateTool  = "MANIFEST_DUPLICATE_TOOL"
-	CodeBadSchema      = "MANIFEST_BAD_SCHEMA"
-	CodeBadOutputMode  = "MANIFEST_BAD_OUTPUT_MODE"
-	CodeBadLifetime    = "MANIFEST_BAD_LIFETIME"
-	CodeBadNetworkHost = "MANIFEST_BAD_NETWORK_HOST"
-	CodeBadPathDecl    = "MANIFEST_BAD_PATH_DECL"
+	// CodeUnknownCapability: a well-formed capability the kernel does not
+	// grant (see KnownCapabilities).
+	CodeUnknownCapability = "MANIFEST_UNKNOWN_CAPABILITY"
+	CodeBadTag            = "MANIFEST_BAD_TAG"
+	CodeNoTools           = "MANIFEST_NO_TOOLS"
+	CodeBadToolName       = "MANIFEST_BAD_TOOL_NAME"
+	CodeDuplicateTool     = "MANIFEST_DUPLICATE_TOOL"
+	CodeBadSchema         = "MANIFEST_BAD_SCHEMA"
+	CodeBadOutputMode     = "MANIFEST_BAD_OUTPUT_MODE"
+	CodeBadLifetime       = "MANIFEST_BAD_LIFETIME"
+	CodeBadNetworkHost    = "MANIFEST_BAD_NETWORK_HOST"
+	CodeBadPathDecl       = "MANIFEST_BAD_PATH_DECL"
 
 	CodeCapabilityUndeclared = "MANIFEST_CAPABILITY_UNDECLARED"
 

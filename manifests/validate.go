@@ -189,7 +189,14 @@ func (m *Manifest) validate() []*FieldError {
 	c.apiVersions(m.APIVersions)
 	c.sandbox(m)
 	c.uniqueList("required_capabilities", m.RequiredCapabilities, capabilityRE, CodeBadCapability,
-		"a capability is lowercase dotted words, e.g. fs.read or shell.run", `write e.g. "fs.read"`)
+		"a capability is lowercase dotted words, e.g. fs.read or net.connect", `write e.g. "fs.read"`)
+	for i, v := range m.RequiredCapabilities {
+		if capabilityRE.MatchString(v) && !slices.Contains(KnownCapabilities, v) {
+			c.add(fmt.Sprintf("required_capabilities[%d]", i), CodeUnknownCapability, fmt.Sprintf("%q is not a capability the kernel grants", clip(v)),
+				"a listed capability must mean something the kernel enforces; the policy, not this list, decides a tool's own calls",
+				"remove it; the capabilities are "+strings.Join(KnownCapabilities, ", "))
+		}
+	}
 	c.uniqueList("tags", m.Tags, tagRE, CodeBadTag,
 		"a tag is a lowercase word: letters, digits, \"_\" or \"-\", starting with a letter", `write e.g. "core_plugin"`)
 	c.tools(m)
@@ -422,6 +429,14 @@ func (c *checker) provider(m *Manifest) {
 			"a plugin gets only the capabilities it declares, and net.connect is what you approve for network access", "add net.connect to required_capabilities")
 	}
 }
+
+// KnownCapabilities is the closed vocabulary of required_capabilities,
+// each enforced by the kernel: the fs.* syscalls a tool's declared paths
+// and the kernel callbacks need (ReadFile: fs.read), net.connect for a
+// provider's network, sandbox.toolchain and sandbox.build_cache for the
+// mounts of templates that run code.
+var KnownCapabilities = []string{"fs.read", "fs.list", "fs.exists", "fs.stat", "fs.write", "fs.delete",
+	CapNetConnect, "sandbox.toolchain", "sandbox.build_cache"}
 
 // CapNetConnect is the capability a provider declares for its
 // provider.network endpoints.
