@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -40,6 +42,10 @@ type jail struct {
 	ro     [][2]string
 	rw     [][2]string
 	env    []string
+	// stop, if set, kills bwrap's whole process group when it is
+	// cancelled (the quota watcher's kill); bwrap then runs in a process
+	// group of its own.
+	stop context.Context
 }
 
 func (j jail) command() *exec.Cmd {
@@ -62,9 +68,18 @@ func (j jail) command() *exec.Cmd {
 	}
 	args = append(args, "--remount-ro", "/", "--chdir", "/", "--", guestBin)
 	cmd := exec.Command(j.bwrap, args...)
+	if j.stop != nil {
+		cmd = exec.CommandContext(j.stop, j.bwrap, args...)
+	}
 	cmd.Env = append([]string{"TMPDIR=" + j.dir, "HOME=/tmp", rt.EnvExitWhenOrphaned + "=1"}, j.env...)
 	// bwrap itself dies with the kernel (and takes the jail with it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if j.stop != nil {
+		// Killing bwrap kills the jail: its init gets --die-with-parent's
+		// SIGKILL, and with it every process of the jail's pid namespace.
+		cmd.SysProcAttr.Setpgid = true
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	}
 	return cmd
 }
 
@@ -175,12 +190,20 @@ func (a *AdapterJail) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.Cl
 // namespaces (no network), the workspace read-only at /workspace and its
 // output directory at /out. It cannot enforce memory, CPU or pids limits
 // (no cgroups without a daemon); the docker runtime is the default for that
-// reason.
+// reason. Disk is bounded as under Docker, by the same quota watcher: /out
+// (the template's OutBytes), the socket directory (1 MiB) and the build
+// cache /cache (CacheBytes) are measured while the jail runs; over a limit
+// bwrap's process group is killed, what it wrote there is discarded and
+// Status reports SANDBOX_QUOTA_EXCEEDED.
 type Bwrap struct {
-	Lease  *Lease
-	bwrap  string
-	reason error
-	once   sync.Once
+	Lease *Lease
+	// CacheBytes bounds the build cache (/cache) a sandbox may grow;
+	// 0: DefaultBwrapCacheBytes.
+	CacheBytes int64
+	Logger     hclog.Logger
+	bwrap      string
+	reason     error
+	once       sync.Once
 }
 
 // Prepare implements the launcher contract.
@@ -196,6 +219,11 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Launched{}, fmt.Errorf("jail dir: %w", err)
 	}
+	tpl, tplErr := LookupTemplate(templateOf(spec))
+	limits := spec.Limits
+	if tplErr == nil {
+		limits = tpl.Effective(spec.Limits)
+	}
 	j := jail{bwrap: b.bwrap, binary: spec.Binary, guest: guestName(spec), dir: dir,
 		env: []string{"FLUFFY_WORKSPACE=" + GuestWorkspace, "FLUFFY_OUT=" + GuestOut}}
 	if spec.Workspace != "" {
@@ -207,7 +235,8 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 		}
 		j.rw = append(j.rw, [2]string{spec.OutDir, GuestOut})
 	}
-	if tpl, err := LookupTemplate(templateOf(spec)); err == nil && tpl.RunsCode {
+	dirs := sandboxQuotaDirs(dir, dir, spec.OutDir, limits.OutBytes)
+	if tplErr == nil && tpl.RunsCode {
 		for _, t := range toolchainMounts(spec.Toolchains) {
 			j.ro = append(j.ro, [2]string{t.local(), t.Path})
 		}
@@ -217,11 +246,74 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 				return Launched{}, fmt.Errorf("build cache: %w", err)
 			}
 			j.rw = append(j.rw, [2]string{spec.BuildCache, GuestCache})
+			dirs = append(dirs, quotaDir{what: GuestCache + " (its build cache)", dir: spec.BuildCache, limit: cmp.Or(b.CacheBytes, DefaultBwrapCacheBytes)})
 			cache = GuestCache
 		}
 		j.env = append(j.env, toolchainEnv(spec.Toolchains, cache)...)
 	}
+	q := &bwrapQuota{name: spec.Name, log: b.Logger}
+	stopCtx, kill := context.WithCancel(context.Background())
+	j.stop = stopCtx
 	cfg.Cmd = j.command()
 	cfg.SkipHostEnv = true
-	return Launched{Workspace: GuestWorkspace, OutDir: GuestOut, Cleanup: func() { _ = os.RemoveAll(dir) }}, nil
+	wctx, unwatch := context.WithCancel(context.Background())
+	go watchQuota(wctx, dirs, func(o overQuota) { q.stop(o, kill, spec.OutDir, spec.BuildCache) })
+	var once sync.Once
+	cleanup := func() {
+		once.Do(func() {
+			unwatch()
+			kill()
+			_ = os.RemoveAll(dir)
+		})
+	}
+	return Launched{Workspace: GuestWorkspace, OutDir: GuestOut, Cleanup: cleanup, Status: q.status}, nil
+}
+
+// DefaultBwrapCacheBytes bounds a bwrap sandbox's build cache (/cache):
+// a Go build cache of a large module stays well below it.
+const DefaultBwrapCacheBytes = 4 << 30
+
+// bwrapQuota is the quota watcher's side of one bwrap sandbox (the same
+// watcher the Docker launcher runs): over a limit it kills bwrap's process
+// group and discards what the plugin wrote to the directory over it.
+type bwrapQuota struct {
+	name  string
+	log   hclog.Logger
+	mu    sync.Mutex
+	over  *overQuota
+	ended bool // killed for its quota and the directory emptied
+}
+
+func (q *bwrapQuota) stop(o overQuota, kill context.CancelFunc, out, cache string) {
+	q.mu.Lock()
+	q.over = &o
+	q.mu.Unlock()
+	kill()
+	if q.log != nil {
+		q.log.Warn("sandbox stopped: disk quota exceeded", "plugin", q.name, "dir", o.dir, "bytes", o.used, "limit", o.limit, "entries", o.entries)
+	}
+	if o.dir == out || o.dir == cache {
+		if err := emptyWhenQuiet(o.dir, 50*time.Millisecond, 10*time.Second); err != nil && q.log != nil {
+			q.log.Warn("discarding an output over its quota", "dir", o.dir, "error", err)
+		}
+	}
+	q.mu.Lock()
+	q.ended = true
+	q.mu.Unlock()
+}
+
+// status reports a sandbox stopped for its quota as exited, with the
+// quota as its reason. bwrap's own exit is go-plugin's to wait for, so any
+// other end is not reported here (Exited stays false; the supervisor then
+// reports the broken connection).
+func (q *bwrapQuota) status() Status {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := Status{State: StateRunning}
+	if q.over != nil {
+		s.State, s.Reason, s.Quota = StateFailed, "stopped: "+q.over.String(), q.over.String()
+		s.Exited = q.ended
+		s.ExitCode = 128 + int64(syscall.SIGKILL)
+	}
+	return s
 }

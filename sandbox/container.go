@@ -466,10 +466,7 @@ func (r *containerRunner) Start(ctx context.Context) error {
 // mount cannot carry a size, so the kernel measures them and stops the
 // sandbox the moment one is over, then discards what it wrote there.
 func (r *containerRunner) watchQuota() {
-	dirs := []quotaDir{{what: GuestSocketDir + " (its socket directory)", dir: r.hostSock, limit: sockQuotaBytes}}
-	if r.spec.OutDir != "" {
-		dirs = append(dirs, quotaDir{what: GuestOut, dir: r.spec.OutDir, limit: r.limits.OutBytes})
-	}
+	dirs := sandboxQuotaDirs(GuestSocketDir, r.hostSock, r.spec.OutDir, r.limits.OutBytes)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.mu.Lock()
 	r.quotaStop = cancel

@@ -75,6 +75,17 @@ type quotaDir struct {
 	limit int64
 }
 
+// sandboxQuotaDirs is what every launcher bounds (the Docker one and
+// bwrap alike): the plugin's socket directory (sockQuotaBytes; guestSock
+// is how the plugin sees it) and, if it has one, its /out (outLimit).
+func sandboxQuotaDirs(guestSock, hostSock, out string, outLimit int64) []quotaDir {
+	dirs := []quotaDir{{what: guestSock + " (its socket directory)", dir: hostSock, limit: sockQuotaBytes}}
+	if out != "" {
+		dirs = append(dirs, quotaDir{what: GuestOut, dir: out, limit: outLimit})
+	}
+	return dirs
+}
+
 // overQuota is why a sandbox was stopped for its disk use.
 type overQuota struct {
 	what, dir    string
@@ -145,4 +156,26 @@ func emptyDir(dir string) error {
 		}
 	}
 	return first
+}
+
+// emptyWhenQuiet empties dir until it stays empty for settle (the killed
+// writer may finish a write in flight after its kill was sent), or until
+// timeout. It is for launchers that cannot wait for their sandbox's exit
+// themselves (bwrap: go-plugin owns the process's Wait).
+func emptyWhenQuiet(dir string, settle, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := emptyDir(dir)
+		time.Sleep(settle)
+		ents, rerr := os.ReadDir(dir)
+		if rerr != nil {
+			return rerr
+		}
+		if len(ents) == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: still written to %s after its sandbox was killed", dir, timeout)
+		}
+	}
 }

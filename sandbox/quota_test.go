@@ -452,3 +452,93 @@ func BenchmarkQuotaMeasure(b *testing.B) {
 		}
 	}
 }
+
+// TestBwrapDiskQuotaStopsTheSandbox: the bwrap launcher runs the same
+// quota watcher as the Docker one: a plugin writing 4 GiB into /out, its
+// socket directory or its build cache is stopped past the limit (its
+// process group killed) with SANDBOX_QUOTA_EXCEEDED, well before its write
+// ends, and what it wrote to /out or /cache is discarded.
+func TestBwrapDiskQuotaStopsTheSandbox(t *testing.T) {
+	if _, err := BwrapUsable(); err != nil {
+		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
+			t.Fatalf("bubblewrap unusable in CI: %v", err)
+		}
+		t.Skipf("bubblewrap unusable: %v", err)
+	}
+	const limit = 64 << 20
+	for _, tc := range []struct {
+		name, what string
+	}{
+		{"out 4GiB", GuestOut},
+		{"socket dir 4GiB", "socket directory"},
+		{"cache 4GiB", GuestCache},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const bytes = 4 << 30
+			spec := newSpec(t, "code-executor")
+			spec.Limits.OutBytes = limit
+			spec.BuildCache = filepath.Join(t.TempDir(), "cache")
+			r := launch(t, &Bwrap{Lease: tenv.lease, CacheBytes: limit}, spec)
+			if _, err := OperationDir(spec.OutDir, "op1"); err != nil {
+				t.Fatal(err)
+			}
+			sock := filepath.Join(tenv.lease.Dir, "jail", safeName(spec.Name+"-"+spec.InstanceID))
+			path, watched := GuestOut+"/op1/big", spec.OutDir
+			switch tc.what {
+			case "socket directory":
+				path, watched = sock+"/junk", sock
+			case GuestCache:
+				path, watched = GuestCache+"/junk", spec.BuildCache
+			}
+			var peak atomic.Int64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if n := apparentSize(watched); n > peak.Load() {
+						peak.Store(n)
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}()
+			start := time.Now()
+			out, err := call(t, r, "fill", map[string]any{"path": path, "bytes": bytes}, 2*time.Minute)
+			took := time.Since(start)
+			if err == nil && out.OK {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("the plugin wrote %d MiB to %s unhindered in %s", out.Count, path, took)
+			}
+			if r.launched.Status == nil {
+				t.Fatal("the bwrap launcher reports no status: a quota stop cannot be told")
+			}
+			st, xerr := quotaExit(t, r)
+			close(stop)
+			wg.Wait()
+			t.Logf("call took %s, peak %d MiB in the watched dir, call: %+v %v", took.Round(time.Millisecond), peak.Load()>>20, out, err)
+			if !uerr.HasCode(xerr, CodeQuotaExceeded) {
+				t.Fatalf("sandbox ended with %v (status %+v), want %s", xerr, st, CodeQuotaExceeded)
+			}
+			if ue, _ := uerr.As(xerr); !strings.Contains(ue.Why, tc.what) {
+				t.Fatalf("error does not name %s: %v", tc.what, ue)
+			}
+			if p := peak.Load(); p > bytes/2 {
+				t.Fatalf("the directory grew to %d MiB of the %d MiB written: the writer was not stopped in time", p>>20, bytes>>20)
+			}
+			if tc.what != "socket directory" {
+				if n := apparentSize(watched); n > 0 {
+					t.Fatalf("%d bytes of the over-quota %s were kept", n, tc.what)
+				}
+			}
+			if _, err := call(t, r, "echo", map[string]any{"text": "alive?"}, 5*time.Second); err == nil {
+				t.Fatal("the plugin still answers after its quota kill")
+			}
+		})
+	}
+}

@@ -69,7 +69,7 @@ func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes
 		log.Warn("SANDBOX DISABLED: plugins run as plain subprocesses with your privileges (--sandbox=none); use only for plugin development")
 		s.launcher = sandbox.Subprocess{}
 	case SandboxBwrap:
-		s.launcher = &sandbox.Bwrap{Lease: lease}
+		s.launcher = &sandbox.Bwrap{Lease: lease, Logger: log}
 	case SandboxDocker:
 		getenv := o.Getenv
 		if getenv == nil {
