@@ -42,6 +42,11 @@ type jail struct {
 	ro     [][2]string
 	rw     [][2]string
 	env    []string
+	// tmpInTmpfs: TMPDIR is the jail's /tmp, and go-plugin's socket goes
+	// to dir through PLUGIN_UNIX_SOCKET_DIR (dir is bounded by the quota
+	// watcher to what a socket needs; compilers write their temporary
+	// files to TMPDIR).
+	tmpInTmpfs bool
 	// stop, if set, kills bwrap's whole process group when it is
 	// cancelled (the quota watcher's kill); bwrap then runs in a process
 	// group of its own.
@@ -72,6 +77,9 @@ func (j jail) command() *exec.Cmd {
 		cmd = exec.CommandContext(j.stop, j.bwrap, args...)
 	}
 	cmd.Env = append([]string{"TMPDIR=" + j.dir, "HOME=/tmp", rt.EnvExitWhenOrphaned + "=1"}, j.env...)
+	if j.tmpInTmpfs {
+		cmd.Env = append([]string{"TMPDIR=/tmp", plugin.EnvUnixSocketDir + "=" + j.dir, "HOME=/tmp", rt.EnvExitWhenOrphaned + "=1"}, j.env...)
+	}
 	// bwrap itself dies with the kernel (and takes the jail with it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if j.stop != nil {
@@ -224,7 +232,7 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 	if tplErr == nil {
 		limits = tpl.Effective(spec.Limits)
 	}
-	j := jail{bwrap: b.bwrap, binary: spec.Binary, guest: guestName(spec), dir: dir,
+	j := jail{bwrap: b.bwrap, binary: spec.Binary, guest: guestName(spec), dir: dir, tmpInTmpfs: true,
 		env: []string{"FLUFFY_WORKSPACE=" + GuestWorkspace, "FLUFFY_OUT=" + GuestOut}}
 	if spec.Workspace != "" {
 		j.ro = append(j.ro, [2]string{spec.Workspace, GuestWorkspace})

@@ -542,3 +542,37 @@ func TestBwrapDiskQuotaStopsTheSandbox(t *testing.T) {
 		})
 	}
 }
+
+// TestBwrapTempFilesAreNotInTheSocketDir: under bwrap TMPDIR is the jail's
+// /tmp, not its quota-bounded socket directory, so a compiler's temporary
+// files (here 8 MiB, over the socket directory's 1 MiB) do not stop it.
+func TestBwrapTempFilesAreNotInTheSocketDir(t *testing.T) {
+	if _, err := BwrapUsable(); err != nil {
+		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
+			t.Fatalf("bubblewrap unusable in CI: %v", err)
+		}
+		t.Skipf("bubblewrap unusable: %v", err)
+	}
+	spec := newSpec(t, "code-executor")
+	r := launch(t, &Bwrap{Lease: tenv.lease}, spec)
+	env := mustCall(t, r, "env", nil)
+	tmp := ""
+	for _, kv := range strings.Split(env.Data, "\n") {
+		if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok {
+			tmp = v
+		}
+	}
+	if tmp != "/tmp" {
+		t.Errorf("TMPDIR is %q in the jail, want /tmp", tmp)
+	}
+	if got := mustCall(t, r, "fill", map[string]any{"path": tmp + "/build-tmp", "bytes": 8 << 20}); !got.OK {
+		t.Fatalf("writing 8 MiB to TMPDIR: %+v", got)
+	}
+	time.Sleep(200 * time.Millisecond) // several watcher rounds
+	if got := mustCall(t, r, "echo", map[string]any{"text": "still here"}); got.Data != "still here" {
+		t.Fatalf("echo after a temp file: %+v", got)
+	}
+	if st := r.launched.Status(); st.Exited || st.Quota != "" {
+		t.Fatalf("stopped for a temporary file: %+v", st)
+	}
+}
