@@ -696,3 +696,38 @@ func TestValidateArgsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A remembered stamp skips hashing only for the very bytes that were
+// hashed: rewriting the file with the same size and mtime still changes
+// its ctime, so the tampered binary is hashed and refused.
+func TestVerifyChecksumSince(t *testing.T) {
+	dir, m := writePlugin(t, "bin/demo", []byte("binary v1"))
+	stamp, err := m.VerifyChecksumSince("")
+	if err != nil || stamp == "" {
+		t.Fatalf("first verification: stamp %q, %v", stamp, err)
+	}
+	again, err := m.VerifyChecksumSince(stamp)
+	if err != nil || again != stamp {
+		t.Fatalf("unchanged file: stamp %q (want %q), %v", again, stamp, err)
+	}
+	// A stale stamp of another file proves nothing: hash again.
+	if _, err := m.VerifyChecksumSince("1:2:3:4.5:6.7"); err != nil {
+		t.Fatalf("unknown stamp on a good binary: %v", err)
+	}
+	p := filepath.Join(dir, "bin", "demo")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // a ctime the write cannot share with the stamp's
+	if err := os.WriteFile(p, []byte("binary v2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.VerifyChecksumSince(stamp)
+	if !uerr.HasCode(err, CodeChecksumMismatch) {
+		t.Fatalf("tampered binary with its old size and mtime: want checksum mismatch, got %v", err)
+	}
+}

@@ -100,11 +100,17 @@ func (b *bootstrap) waitReady(ctx context.Context) (*ipc.Client, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if b.l1 && i%10 == 9 && !b.l1Running(ctx) {
+		if b.l1 && i%25 == 24 && !b.l1Running(ctx) {
 			why = "its L1 container stopped before the kernel answered"
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		// A local kernel answers within a few hundred ms: polling
+		// finely at first keeps the poll from adding to the start.
+		if i < 100 {
+			time.Sleep(20 * time.Millisecond)
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	return nil, uerr.New("KERNEL_START_FAILED", "the fluffy kernel did not become ready",
 		why+"; last kernel output: "+b.kernelOutput(ctx),

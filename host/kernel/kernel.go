@@ -41,6 +41,11 @@ type Options struct {
 	Logger    hclog.Logger
 	// Sandbox picks the L2 runtime: docker (default), bwrap, or none.
 	Sandbox string
+	// SandboxInBackground prepares the docker sandbox (runtime adapter,
+	// reaping, base image) after Open returns; the first plugin start
+	// waits for it. `fluffy kernel` sets it so that its clients get an
+	// answer before the sandbox is ready.
+	SandboxInBackground bool
 	// Launcher, when set, replaces the one Sandbox would build (tests).
 	Launcher  supervisor.Launcher
 	SessionID string

@@ -33,9 +33,16 @@ type sandboxes struct {
 	lease    *sandbox.Lease
 	adapter  *plugin.Client
 	launcher supervisor.Launcher
+	pending  *pendingLauncher // docker being prepared in the background
 }
 
 func (s *sandboxes) close() {
+	if p := s.pending; p != nil {
+		p.stop()
+		if p.adapter != nil {
+			p.adapter.Kill()
+		}
+	}
 	if s.adapter != nil {
 		s.adapter.Kill()
 	}
@@ -71,47 +78,105 @@ func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes
 	case SandboxBwrap:
 		s.launcher = &sandbox.Bwrap{Lease: lease, Logger: log}
 	case SandboxDocker:
-		getenv := o.Getenv
-		if getenv == nil {
-			getenv = os.Getenv
+		if !o.SandboxInBackground {
+			if err := s.startDocker(ctx, o, lease, runDir, log); err != nil {
+				s.close()
+				return nil, err
+			}
+			break
 		}
-		bin, err := sandbox.FindAdapter(getenv)
-		if err != nil {
-			s.close()
-			return nil, uerr.Wrap(err, "RUNTIME_ADAPTER_MISSING", "the runtime-docker adapter plugin was not found", err.Error(),
-				"run `make build` (it puts the adapter in bin/plugins/runtime-docker/), or set FLUFFY_RUNTIME_ADAPTER")
-		}
-		if o.Progress != nil {
-			o.Progress("starting the container runtime adapter")
-		}
-		bins, err := HomeBinaries(o.Home)
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log, Binaries: bins, InL1: getenv("FLUFFY_IN_L1") == "1", Require: getenv(sandbox.EnvRequireJail) != ""}, bin, log)
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		s.adapter = pc
-		if rep, err := sandbox.Reap(ctx, rtc, runDir, false); err != nil {
-			log.Warn("reaping orphaned sandboxes failed", "error", err)
-		} else if n := len(rep.Containers) + len(rep.Volumes); n > 0 {
-			log.Info("removed sandboxes left by dead kernels", "containers", len(rep.Containers), "volumes", len(rep.Volumes))
-		}
-		if o.Progress != nil {
-			o.Progress("preparing the sandbox image")
-		}
-		c, err := sandbox.NewContainers(ctx, sandbox.ContainersConfig{Runtime: rtc, Lease: lease, Auditor: o.NetworkAuditor, NetworkPolicy: networkPolicy{e: o.Policy}, Logger: log})
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		s.launcher = c
+		// The kernel answers its clients while the adapter starts and the
+		// image is readied (most of a cold start); the first plugin start
+		// waits for it and gets its error, if any.
+		bg, cancel := context.WithCancel(context.Background())
+		p := &pendingLauncher{done: make(chan struct{}), cancel: cancel}
+		s.launcher, s.pending = p, p
+		bo := o
+		bo.Progress = nil // nobody waits on these lines any more
+		go func() {
+			defer close(p.done)
+			defer cancel()
+			var ready sandboxes
+			p.err = ready.startDocker(bg, bo, lease, runDir, log)
+			p.launcher, p.adapter = ready.launcher, ready.adapter
+			if p.err != nil {
+				log.Error("the container sandbox could not be prepared; plugins cannot start", "error", p.err)
+			}
+		}()
 	default:
 		s.close()
 		return nil, uerr.New("USAGE", fmt.Sprintf("unknown sandbox runtime %q", kind), "fluffy knows docker, bwrap and none", "use --sandbox=docker (default), bwrap, or none")
 	}
 	return s, nil
+}
+
+// startDocker launches the runtime adapter in its jail, reaps what dead
+// kernels left behind and readies the base image. On error nothing it
+// started is left running.
+func (s *sandboxes) startDocker(ctx context.Context, o Options, lease *sandbox.Lease, runDir string, log hclog.Logger) error {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	bin, err := sandbox.FindAdapter(getenv)
+	if err != nil {
+		return uerr.Wrap(err, "RUNTIME_ADAPTER_MISSING", "the runtime-docker adapter plugin was not found", err.Error(),
+			"run `make build` (it puts the adapter in bin/plugins/runtime-docker/), or set FLUFFY_RUNTIME_ADAPTER")
+	}
+	if o.Progress != nil {
+		o.Progress("starting the container runtime adapter")
+	}
+	bins, err := HomeBinaries(o.Home)
+	if err != nil {
+		return err
+	}
+	pc, rtc, err := sandbox.LaunchAdapter(ctx, &sandbox.AdapterJail{Lease: lease, EngineSocket: sandbox.EngineSocketFromEnv(getenv), Logger: log, Binaries: bins, InL1: getenv("FLUFFY_IN_L1") == "1", Require: getenv(sandbox.EnvRequireJail) != ""}, bin, log)
+	if err != nil {
+		return err
+	}
+	if rep, err := sandbox.Reap(ctx, rtc, runDir, false); err != nil {
+		log.Warn("reaping orphaned sandboxes failed", "error", err)
+	} else if n := len(rep.Containers) + len(rep.Volumes); n > 0 {
+		log.Info("removed sandboxes left by dead kernels", "containers", len(rep.Containers), "volumes", len(rep.Volumes))
+	}
+	if o.Progress != nil {
+		o.Progress("preparing the sandbox image")
+	}
+	c, err := sandbox.NewContainers(ctx, sandbox.ContainersConfig{Runtime: rtc, Lease: lease, Auditor: o.NetworkAuditor, NetworkPolicy: networkPolicy{e: o.Policy}, Logger: log})
+	if err != nil {
+		pc.Kill()
+		return err
+	}
+	s.adapter, s.launcher = pc, c
+	return nil
+}
+
+// pendingLauncher stands in for the docker launcher while startDocker runs
+// in the background (Options.SandboxInBackground).
+type pendingLauncher struct {
+	done     chan struct{} // closed when startDocker returned
+	cancel   context.CancelFunc
+	launcher supervisor.Launcher // set before done is closed
+	adapter  *plugin.Client
+	err      error
+}
+
+// Prepare waits for the sandbox to be ready, then launches on it.
+func (p *pendingLauncher) Prepare(ctx context.Context, spec sandbox.LaunchSpec, cfg *plugin.ClientConfig) (sandbox.Launched, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return sandbox.Launched{}, fmt.Errorf("waiting for the container sandbox to be ready: %w", ctx.Err())
+	}
+	if p.err != nil {
+		return sandbox.Launched{}, p.err
+	}
+	return p.launcher.Prepare(ctx, spec, cfg)
+}
+
+// stop abandons a start still under way and waits for it, so that an
+// adapter it launched is known and can be killed.
+func (p *pendingLauncher) stop() {
+	p.cancel()
+	<-p.done
 }

@@ -414,8 +414,15 @@ func (r *Registry) Scan(ctx context.Context, dir string, builtinDirs []string) (
 			return nil
 		}
 		m, err := manifests.Load(p)
+		var stamp string
 		if err == nil {
-			err = m.VerifyChecksum()
+			// A binary verified at an earlier scan, unchanged since
+			// (same stamp), is not hashed again.
+			known := ""
+			if prev, gerr := r.get(m.Name, m.Version); gerr == nil && prev.Dir == m.Dir && strings.EqualFold(prev.SHA256, m.SHA256) {
+				known = prev.EntryStamp
+			}
+			stamp, err = m.VerifyChecksumSince(known)
 		}
 		if err == nil {
 			err = supervisor.CheckAPIVersions(m.Name, m.APIVersions)
@@ -428,6 +435,7 @@ func (r *Registry) Scan(ctx context.Context, dir string, builtinDirs []string) (
 			return nil
 		}
 		rec := recordFrom(m, StateRegistered, r.opts.Now())
+		rec.EntryStamp = stamp
 		rec.Builtin = isBuiltin(m.Dir, builtinDirs)
 		rec.Tags = rec.effectiveTags()
 		prev, gerr := r.get(m.Name, m.Version)

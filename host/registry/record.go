@@ -136,6 +136,10 @@ type Record struct {
 	Builtin     bool   `json:"builtin,omitempty"`
 	APIVersions []int  `json:"api_versions"`
 	SHA256      string `json:"sha256"`
+	// EntryStamp identifies the entry file as it was when its sha256 was
+	// last verified (manifests.VerifyChecksumSince); a scan that finds the
+	// same stamp does not hash the binary again.
+	EntryStamp string `json:"entry_stamp,omitempty"`
 	// Dir is where the plugin lives in the store; ManifestPath its plugin.yaml.
 	Dir          string `json:"dir,omitempty"`
 	ManifestPath string `json:"manifest_path"`

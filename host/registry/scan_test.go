@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/store"
 )
@@ -118,5 +119,55 @@ func TestScanOfBuiltinDirKeepsCoreTag(t *testing.T) {
 	r, err := reg.Get("tool-fs")
 	if err != nil || !r.HasTag(TagCore) || r.HasTag(TagThirdParty) {
 		t.Fatalf("builtin tool-fs: %v %+v", err, r.Tags)
+	}
+}
+
+// TestRescanRemembersOnlyWhatItHashed: a re-scan does not hash a binary
+// again when its stamp is unchanged, but a binary swapped after the first
+// scan (same size, mtime put back) is hashed and rejected.
+func TestRescanRemembersOnlyWhatItHashed(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, store.Options{Dir: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	reg := New(db.Badger(), Options{Home: t.TempDir()})
+	dir := t.TempDir()
+	copyTree(t, "../../manifests/testdata/valid/minimal", filepath.Join(dir, "minimal"))
+	if _, err := reg.Scan(ctx, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := reg.Get("minimal")
+	if err != nil || r.EntryStamp == "" {
+		t.Fatalf("first scan: %+v, %v", r, err)
+	}
+	if _, err := reg.Scan(ctx, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := reg.Get("minimal"); again.EntryStamp != r.EntryStamp || again.State != StateRegistered {
+		t.Fatalf("unchanged re-scan: %+v", again)
+	}
+
+	bin := filepath.Join(dir, "minimal", "minimal")
+	fi, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(bin)
+	b[len(b)-1] ^= 0xff
+	time.Sleep(20 * time.Millisecond)
+	if err := os.WriteFile(bin, b, fi.Mode()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(bin, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Scan(ctx, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	rejected, _ := reg.List(Filter{Rejected: true})
+	if len(rejected) != 1 || rejected[0].ErrorCode != "MANIFEST_CHECKSUM_MISMATCH" {
+		t.Fatalf("swapped binary after a remembered scan: rejected %+v", rejected)
 	}
 }
