@@ -69,6 +69,18 @@ func (b *bootstrap) connect(ctx context.Context) (*ipc.Client, error) {
 	if cl := b.ping(ctx); cl != nil {
 		return cl, nil
 	}
+	// A kernel that holds the project lock but does not answer yet is
+	// starting (it answers soon) or exiting (the lock is free soon):
+	// starting a second one now would only fail with KERNEL_RUNNING.
+	for deadline := time.Now().Add(20 * time.Second); !lockFree(b.paths.Lock) && time.Now().Before(deadline); {
+		if cl := b.ping(ctx); cl != nil {
+			return cl, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}

@@ -99,7 +99,10 @@ func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes
 			var ready sandboxes
 			p.err = ready.startDocker(bg, bo, lease, runDir, log)
 			p.launcher, p.adapter = ready.launcher, ready.adapter
-			if p.err != nil {
+			switch {
+			case p.err != nil && bg.Err() != nil:
+				log.Debug("sandbox preparation abandoned: the kernel is closing", "error", p.err)
+			case p.err != nil:
 				log.Error("the container sandbox could not be prepared; plugins cannot start", "error", p.err)
 			}
 		}()

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
+	"github.com/fluffy-waffle/fluffy/sandbox"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -40,16 +42,29 @@ func shortHome(t *testing.T) string {
 // dockerKernelIn is dockerKernel with the given home.
 func dockerKernelIn(t *testing.T, home, ws string) *Kernel {
 	t.Helper()
+	return dockerKernelWith(t, home, ws, buildAdapter(t), false)
+}
+
+// buildAdapter builds the runtime-docker adapter for one test.
+func buildAdapter(t *testing.T) string {
+	t.Helper()
 	adapter := filepath.Join(t.TempDir(), "runtime-docker")
 	cmd := exec.Command("go", "build", "-o", adapter, "../../builtin-plugins/runtime-docker")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	return adapter
+}
+
+// dockerKernelWith is dockerKernelIn with the adapter at adapter and the
+// sandbox prepared in the background or not.
+func dockerKernelWith(t *testing.T, home, ws, adapter string, background bool) *Kernel {
+	t.Helper()
 	src := stage(t)
 	ctx := context.Background()
-	env := map[string]string{"FLUFFY_RUNTIME_ADAPTER": adapter, "DOCKER_HOST": os.Getenv("DOCKER_HOST")}
-	k, err := Open(ctx, Options{Home: home, Workspace: ws, Getenv: func(k string) string { return env[k] }, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})})
+	env := map[string]string{"FLUFFY_RUNTIME_ADAPTER": adapter, "DOCKER_HOST": os.Getenv("DOCKER_HOST"), sandbox.EnvRequireJail: os.Getenv(sandbox.EnvRequireJail)}
+	k, err := Open(ctx, Options{Home: home, Workspace: ws, SandboxInBackground: background, Getenv: func(k string) string { return env[k] }, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})})
 	if err != nil {
 		if uerr.HasCode(err, "RUNTIME_UNREACHABLE") && os.Getenv("FLUFFY_REQUIRE_DOCKER") == "" {
 			t.Skipf("Docker is not available: %v", err)
@@ -68,6 +83,49 @@ func dockerKernelIn(t *testing.T, home, ws string) *Kernel {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// TestSandboxPreparedInBackground: `fluffy kernel` opens its kernel before
+// the docker sandbox is ready (most of a cold start); the first plugin
+// call waits for it, and a sandbox that cannot be prepared fails that call
+// with its own structured error instead of hanging it.
+func TestSandboxPreparedInBackground(t *testing.T) {
+	call := func(k *Kernel) (tool.Result, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		return k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "1", OperationID: "op1", Tool: "fs.read", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
+	}
+	t.Run("ready", func(t *testing.T) {
+		ws := t.TempDir()
+		os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
+		k := dockerKernelWith(t, shortHome(t), ws, buildAdapter(t), true)
+		r, err := call(k)
+		if err != nil && uerr.HasCode(err, "RUNTIME_UNREACHABLE") && os.Getenv("FLUFFY_REQUIRE_DOCKER") == "" {
+			t.Skipf("Docker is not available: %v", err)
+		}
+		if err != nil || !r.OK || !strings.Contains(string(r.Output), `"one\n"`) {
+			t.Fatalf("first call on a sandbox prepared in the background: %v %+v", err, r)
+		}
+		if st, _ := k.Plugins.Stats("tool-fs"); st.InstanceID == "" {
+			t.Fatalf("tool-fs did not run in a sandbox instance: %+v", st)
+		}
+	})
+	t.Run("adapter missing", func(t *testing.T) {
+		ws := t.TempDir()
+		os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
+		k := dockerKernelWith(t, shortHome(t), ws, filepath.Join(t.TempDir(), "no-such-adapter"), true)
+		_, err := call(k)
+		if !uerr.HasCode(err, "RUNTIME_ADAPTER_MISSING") {
+			t.Fatalf("a call on a sandbox that could not be prepared: want RUNTIME_ADAPTER_MISSING, got %v", err)
+		}
+		done := make(chan struct{})
+		go func() { k.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("Close hangs on a sandbox that failed to start")
+		}
+	})
 }
 
 // TestToolFSRunsInDockerSandbox is the whole path: an installed plugin,

@@ -1,7 +1,9 @@
 package registry
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -448,6 +450,13 @@ func (r *Registry) Scan(ctx context.Context, dir string, builtinDirs []string) (
 			rec.State, rec.Reason, rec.InstalledAt, rec.Certification, rec.Certifications, rec.GrantedTags = prev.State, prev.Reason, prev.InstalledAt, prev.Certification, prev.Certifications, prev.GrantedTags
 			rec.Tags = rec.effectiveTags()
 		}
+		if gerr == nil && sameRecord(prev, rec) {
+			// Nothing to record: a put syncs the database, and a kernel
+			// start re-scans every builtin.
+			r.clearRejected(p)
+			found = append(found, prev)
+			return nil
+		}
 		if err := r.put(pluginKey(m.Name, m.Version), rec); err != nil {
 			return err
 		}
@@ -540,4 +549,12 @@ func (r *Registry) changeGrant(ctx context.Context, name, tag string, grant bool
 	}
 	r.audit(ctx, event, withReason(rec, why), true)
 	return nil
+}
+
+// sameRecord reports whether a and b differ in nothing but UpdatedAt.
+func sameRecord(a, b Record) bool {
+	a.UpdatedAt = b.UpdatedAt
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
