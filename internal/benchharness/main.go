@@ -70,6 +70,7 @@ func suites() []suite {
 		{name: "memory", run: memorySuite},
 		{name: "parallel", run: parallelSuite},
 		{name: "cli", run: cliSuite},
+		{name: "flood", run: floodSuite},
 	}
 }
 

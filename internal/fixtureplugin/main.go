@@ -223,6 +223,31 @@ func toolSet(name string, sick *atomic.Bool) *pluginsdk.ToolSet {
 				}
 				return map[string]int{"sent": args.Count}, nil
 			}},
+			{Def: tool.Def{Name: "fx.fill_out", Summary: "write bytes bytes to the call's /out directory in 1 MiB chunks", Parameters: obj}, Handler: func(_ context.Context, tc *pluginsdk.ToolContext, a json.RawMessage) (any, error) {
+				var args struct {
+					Bytes int64 `json:"bytes"`
+				}
+				_ = json.Unmarshal(a, &args)
+				dir := filepath.Join(os.Getenv("FLUFFY_OUT"), tc.Call.OperationID)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return nil, err
+				}
+				f, err := os.Create(filepath.Join(dir, "fill"))
+				if err != nil {
+					return nil, err
+				}
+				defer f.Close()
+				chunk := make([]byte, 1<<20)
+				var n int64
+				for n < args.Bytes {
+					w, err := f.Write(chunk)
+					n += int64(w)
+					if err != nil {
+						return nil, fmt.Errorf("wrote %d bytes: %w", n, err)
+					}
+				}
+				return map[string]int64{"wrote": n}, nil
+			}},
 			{Def: tool.Def{Name: "fx.flood", Summary: "return an output of the given size in bytes", Parameters: obj}, Handler: func(_ context.Context, _ *pluginsdk.ToolContext, a json.RawMessage) (any, error) {
 				var args struct {
 					Bytes int `json:"bytes"`
