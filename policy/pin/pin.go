@@ -1,6 +1,7 @@
 package pin
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,6 +32,10 @@ const (
 
 // maxRecord bounds a record read back (it holds one policy file's text).
 const maxRecord = 8 << 20
+
+// maxLoadAttempts bounds how often Load reads again a record that changed
+// while the policy file was read.
+const maxLoadAttempts = 50
 
 // Approval is one approved content of a project's policy file.
 type Approval struct {
@@ -104,6 +109,16 @@ func (s *Store) Lookup(project string) (*Record, error) {
 	if err != nil {
 		return nil, s.fail(err, "cannot name the policy approval record of "+project)
 	}
+	data, err := s.readRecord(path)
+	if err != nil || data == nil {
+		return nil, err
+	}
+	return parseRecord(path, data)
+}
+
+// readRecord returns the bytes of the record file at path, nil when there
+// is none.
+func (s *Store) readRecord(path string) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -116,6 +131,13 @@ func (s *Store) Lookup(project string) (*Record, error) {
 	if err != nil {
 		return nil, s.fail(err, "cannot read the policy approval record "+path)
 	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, nil
+}
+
+func parseRecord(path string, data []byte) (*Record, error) {
 	var r Record
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, uerr.Wrap(err, CodeStore, "the policy approval record "+path+" is damaged", err.Error(),
@@ -252,18 +274,60 @@ func (s *Store) remove(project string) error {
 // user approved that exact content, else the embedded default, marked with
 // the unapproved file (policy.Unapproved). A project without a policy file
 // runs the default.
+//
+// The file and its record are read as one state: a reviewed write
+// (Written) keeps the file approved at every instant, but a file read
+// before such a write and a record read after it (or the reverse) would
+// not match, and a running kernel would put the default in force for one
+// look and audit a change nobody made. So the record is read before and
+// after the file, and the reads are repeated until it did not change in
+// between: the record then is the one in force when the file was read.
 func Load(project string, s *Store) (*policy.Policy, error) {
 	path := policy.ProjectPath(project)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return policy.Default()
+	recPath := ""
+	if s.home != "" {
+		var err error
+		if recPath, err = s.Path(project); err != nil {
+			return nil, s.fail(err, "cannot name the policy approval record of "+project)
+		}
 	}
-	if err != nil {
-		return nil, uerr.Wrap(err, policy.CodeRead, "cannot read "+path, err.Error(), "check its permissions")
+	readRec := func() ([]byte, error) {
+		if recPath == "" {
+			return nil, nil
+		}
+		return s.readRecord(recPath)
 	}
-	rec, err := s.Lookup(project)
-	if err != nil {
-		return nil, err
+	var data, raw []byte
+	for attempt := 0; ; attempt++ {
+		before, err := readRec()
+		if err != nil {
+			return nil, err
+		}
+		data, err = os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return policy.Default()
+		}
+		if err != nil {
+			return nil, uerr.Wrap(err, policy.CodeRead, "cannot read "+path, err.Error(), "check its permissions")
+		}
+		if raw, err = readRec(); err != nil {
+			return nil, err
+		}
+		if bytes.Equal(before, raw) && (before == nil) == (raw == nil) {
+			break
+		}
+		if attempt == maxLoadAttempts {
+			return nil, uerr.New(CodeStore, "the policy approval record "+recPath+" kept changing while "+path+" was read",
+				"another process rewrote the approval on every look", "try again when `fluffy policy update` or `fluffy policy trust` has finished")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var rec *Record
+	if raw != nil {
+		var err error
+		if rec, err = parseRecord(recPath, raw); err != nil {
+			return nil, err
+		}
 	}
 	h := Hash(data)
 	if rec.Approves(h) {

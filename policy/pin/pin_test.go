@@ -1,9 +1,11 @@
 package pin
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/policy"
@@ -117,4 +119,63 @@ func containsCode(err error, code string) bool {
 		e = u.Unwrap()
 	}
 	return false
+}
+
+// A kernel reloading while a reviewed write (Written) replaces the file
+// never sees the file unapproved: Load reads the file and the record as
+// one state, not the file before the write and the record after it (the
+// cause of a reload audited twice in host/kernel).
+func TestLoadDuringReviewedWritesNeverSeesTheFileUnapproved(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	s := NewStore(home)
+	path := policy.ProjectPath(project)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := []byte(observe)
+	b := []byte(observe + "# edited\n")
+	write := func(data []byte) error {
+		return s.Written(project, data, "test", func() error { return policy.WriteAtomic(path, data) })
+	}
+	if err := write(a); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			data := a
+			if i%2 == 0 {
+				data = b
+			}
+			if err := write(data); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	var failure string
+	deadline := time.Now().Add(2 * time.Second)
+	for n := 0; failure == "" && time.Now().Before(deadline); n++ {
+		p, err := Load(project, s)
+		switch {
+		case err != nil:
+			failure = fmt.Sprintf("load %d: %v", n, err)
+		case p.Unapproved != nil:
+			failure = fmt.Sprintf("load %d saw the file unapproved during a reviewed write: %+v", n, p.Unapproved)
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if failure != "" {
+		t.Fatal(failure)
+	}
 }
