@@ -3,10 +3,7 @@ package main
 import (
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
 
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -250,16 +247,13 @@ type cargoBuild struct {
 func parseCargoBuild(stream []byte, ws, root string) cargoBuild {
 	b := cargoBuild{built: map[string]bool{}}
 	var rendered, text strings.Builder
-	sc := bufio.NewScanner(bytes.NewReader(stream))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		var m cargoMsg
-		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &m) != nil {
+	for line, p := range reportLines[cargoMsg](stream) {
+		if p == nil {
 			text.Write(line)
 			text.WriteByte('\n')
 			continue
 		}
+		m := *p
 		switch m.Reason {
 		case "build-finished":
 			b.finished, b.success = true, m.Success
@@ -415,14 +409,11 @@ func (j *job) runTestBinaries(ctx context.Context, run testrun.Run, bins []testB
 // started and never ended (the binary crashed or was killed) failed.
 func parseLibtest(stream []byte, label string) (tests []testrun.Test, unfinished []string, sawSuite bool) {
 	idx := map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(stream))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		var ev libtestEvent
-		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
+	for _, p := range reportLines[libtestEvent](stream) {
+		if p == nil {
 			continue
 		}
+		ev := *p
 		if ev.Type == "suite" {
 			sawSuite = true
 			continue

@@ -3,10 +3,7 @@ package main
 import (
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
 
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -138,16 +135,13 @@ func parseGo(stream []byte, ws, cwd string) (run testrun.Run, full string, unfin
 	var text strings.Builder // what the model sees: failures only
 	var fb strings.Builder
 	fb2 := &fb
-	sc := bufio.NewScanner(bytes.NewReader(stream))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		var ev goEvent
-		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
+	for line, p := range reportLines[goEvent](stream) {
+		if p == nil {
 			fb2.Write(line)
 			fb2.WriteByte('\n')
 			continue
 		}
+		ev := *p
 		switch ev.Action {
 		case "build-output":
 			buildOut[ev.ImportPath] = append(buildOut[ev.ImportPath], strings.TrimSuffix(ev.Output, "\n"))
