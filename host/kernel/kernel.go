@@ -309,7 +309,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	})
 	// One catalog (and its parsed-manifest cache) serves the router, the
 	// agent's tool list and ingest.
-	k.catalog = &catalog{k: k, manifests: map[string]*manifests.Manifest{}}
+	k.catalog = &catalog{k: k, manifests: map[string]*manifests.Manifest{}, loaded: map[string]*manifests.Manifest{}}
 	if k.Scheduler, err = scheduler.New(scheduler.Options{Config: o.Scheduler, Logger: o.Logger}); err != nil {
 		k.Close()
 		return nil, err

@@ -23,26 +23,50 @@ type catalog struct {
 	mu sync.Mutex
 	// manifests caches parsed manifests by path and checksum.
 	manifests map[string]*manifests.Manifest
+	// loaded maps a loaded plugin's identity (specKey) to its manifest, so
+	// that a call's lookup never reads the registry: an unqualified tool
+	// name is looked up in every loaded tool plugin, and reading the
+	// registry (a badger scan and a JSON decode per record) for each one
+	// was most of the kernel's time in a warm fs.read.
+	loaded map[string]*manifests.Manifest
+}
+
+// specKey identifies the stored version a supervisor spec runs: its
+// version, its recorded binary hash and the binary's place in the store
+// (the manifest lives beside it).
+func specKey(spec supervisor.Spec) string {
+	return spec.Name + "\x00" + spec.Version + "\x00" + spec.SHA256 + "\x00" + spec.Binary
 }
 
 func (c *catalog) manifest(spec supervisor.Spec) (*manifests.Manifest, error) {
+	sk := specKey(spec)
+	c.mu.Lock()
+	m, ok := c.loaded[sk]
+	c.mu.Unlock()
+	if ok {
+		return m, nil
+	}
 	rec, err := c.k.Registry.Get(spec.Name)
 	if err != nil {
 		return nil, err
 	}
 	key := rec.ManifestPath + "\x00" + rec.SHA256
 	c.mu.Lock()
-	m, ok := c.manifests[key]
+	m, ok = c.manifests[key]
 	c.mu.Unlock()
-	if ok {
-		return m, nil
-	}
-	m, err = c.k.Registry.Manifest(rec)
-	if err != nil {
-		return nil, fmt.Errorf("load stored manifest of %s: %w", spec.Name, err)
+	if !ok {
+		if m, err = c.k.Registry.Manifest(rec); err != nil {
+			return nil, fmt.Errorf("load stored manifest of %s: %w", spec.Name, err)
+		}
 	}
 	c.mu.Lock()
 	c.manifests[key] = m
+	// Remembered for the spec only when the registry's record is the
+	// version the spec runs (a registry changed under a running kernel is
+	// read again on every lookup, as before).
+	if rec.Version == spec.Version && strings.EqualFold(rec.SHA256, spec.SHA256) {
+		c.loaded[sk] = m
+	}
 	c.mu.Unlock()
 	return m, nil
 }
