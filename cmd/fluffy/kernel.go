@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -127,6 +128,14 @@ func kernelRun(e *env, args []string) error {
 			if ws.Budget.Locked {
 				st.Debt = "locked"
 			}
+		} else {
+			// No task runner (no provider configured): the session still
+			// has its saved mode and state, and the user is told why no
+			// task can run before typing one.
+			if sum, err := k.DescribeSession(k.Session.ID()); err == nil {
+				st.Mode, st.State = sum.Mode, sum.State
+			}
+			st.NoTasks = noTasksLine(cfgErr)
 		}
 		return st
 	})
@@ -225,4 +234,17 @@ func kernelStop(e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout, "kernel stopped")
 	return nil
+}
+
+// noTasksLine says in one line why tasks cannot run, with the fix when the
+// error is a structured one.
+func noTasksLine(err error) string {
+	var ue *uerr.Error
+	if errors.As(err, &ue) {
+		if ue.Fix != "" {
+			return ue.What + "; " + ue.Fix
+		}
+		return ue.What
+	}
+	return err.Error()
 }

@@ -266,4 +266,7 @@ func printPolicyWarning(w io.Writer, st daemon.SessionStatus) {
 	if st.PolicyWarning != "" {
 		fmt.Fprintf(w, "  ! %s\n", safeLine(st.PolicyWarning, 400))
 	}
+	if st.NoTasks != "" {
+		fmt.Fprintf(w, "  ! no task can run yet: %s\n", safeLine(st.NoTasks, 400))
+	}
 }

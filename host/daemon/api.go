@@ -120,6 +120,9 @@ type SessionStatus struct {
 	// project's policy file is not it (its content is not approved).
 	Policy        string `json:"policy,omitempty"`
 	PolicyWarning string `json:"policy_warning,omitempty"`
+	// NoTasks is set when the kernel cannot run tasks (no provider
+	// configured, or its configuration does not load): why, and the fix.
+	NoTasks string `json:"no_tasks,omitempty"`
 }
 
 // SessionInfo is one entry of session.list.
