@@ -102,7 +102,8 @@ func (o *openai) Chat(ctx context.Context, req provider.ChatRequest, send func(p
 	if model == "" {
 		model = cfg.Model
 	}
-	body, err := json.Marshal(buildRequest(req, model, cfg.BaseURL, names))
+	// Encoded once by the SDK's own encoder, reused by every attempt.
+	body, err := buildRequest(req, model, cfg.BaseURL, names).MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("encode the request: %w", err)
 	}
@@ -136,12 +137,13 @@ func (o *openai) client(cfg upstream.Config) oa.Client {
 	return oa.Client{Options: opts}
 }
 
-// attempt is one request: the SDK posts body and decodes the event stream
-// into its chunk type; the decoder below reads what that type loses from
-// each chunk's raw JSON.
+// attempt is one request: the SDK posts body (the encoded params, with
+// "stream": true set as the SDK's NewStreaming sets it) and decodes the
+// event stream into its chunk type; the decoder below reads what that
+// type loses from each chunk's raw JSON.
 func (o *openai) attempt(ctx context.Context, client oa.Client, baseURL string, body []byte, s *provider.Stream) error {
 	var resp *http.Response
-	if err := client.Post(ctx, "chat/completions", json.RawMessage(body), &resp); err != nil {
+	if err := client.Post(ctx, "chat/completions", json.RawMessage(body), &resp, option.WithJSONSet("stream", true)); err != nil {
 		if _, ok := uerr.As(err); ok {
 			return err // an HTTP failure, classified by up.Exchange
 		}
