@@ -101,7 +101,8 @@ func (a *anthropic) Chat(ctx context.Context, req provider.ChatRequest, send fun
 	if model == "" {
 		model = cfg.Model
 	}
-	body, err := json.Marshal(buildRequest(req, model, names))
+	// Encoded once by the SDK's own encoder, reused by every attempt.
+	body, err := buildRequest(req, model, names).MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("encode the request: %w", err)
 	}
@@ -147,11 +148,12 @@ func messagesPath(base string) string {
 	return "v1/messages"
 }
 
-// attempt is one request: the SDK posts body and decodes the events into
-// its event type.
+// attempt is one request: the SDK posts body (the encoded params, with
+// "stream": true set as the SDK's NewStreaming sets it) and decodes the
+// events into its event type.
 func (a *anthropic) attempt(ctx context.Context, client sdk.Client, baseURL string, body []byte, s *provider.Stream) error {
 	var resp *http.Response
-	if err := client.Post(ctx, messagesPath(baseURL), json.RawMessage(body), &resp); err != nil {
+	if err := client.Post(ctx, messagesPath(baseURL), json.RawMessage(body), &resp, option.WithJSONSet("stream", true)); err != nil {
 		if _, ok := uerr.As(err); ok {
 			return err // an HTTP failure, classified by up.Exchange
 		}

@@ -221,6 +221,19 @@ func TestAnthropicStreams(t *testing.T) {
 	}
 }
 
+// block is a content block as the test reads it off the wire.
+type block struct {
+	Type         string          `json:"type"`
+	Name         string          `json:"name"`
+	Input        json.RawMessage `json:"input"`
+	ToolUseID    string          `json:"tool_use_id"`
+	IsError      bool            `json:"is_error"`
+	Signature    string          `json:"signature"`
+	CacheControl *struct {
+		Type string `json:"type"`
+	} `json:"cache_control"`
+}
+
 func TestAnthropicRequestOnTheWire(t *testing.T) {
 	srv := pt.New()
 	defer srv.Close()
