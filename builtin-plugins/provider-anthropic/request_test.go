@@ -79,6 +79,25 @@ var requestCases = []struct {
 		{Role: provider.RoleSystem, Content: "from the kernel"},
 		{Role: provider.RoleAssistant},
 		{Role: provider.RoleUser, Content: "two"}}}, nil},
+	// Schemas without the typed form's shape go as declared.
+	{"schemas_without_typed_form", defaultBaseURL, provider.ChatRequest{Messages: user, Tools: []provider.ToolSpec{
+		{Name: "no.type", Parameters: json.RawMessage(`{"properties":{"a":{"type":"string"}}}`)},
+		{Name: "odd.required", Parameters: json.RawMessage(`{"type":"object","required":"a"}`)},
+		{Name: "not.object", Parameters: json.RawMessage(`true`)}}}, nil},
+	// Deliberate differences, none reachable with a valid conversation:
+	// required strings the old builder omitted when empty are sent as ""
+	// (the SDK's encoding; the API refuses both forms), and a cache
+	// breakpoint on a turn that ends in a thinking block, which cannot
+	// carry cache_control (the API refused the old form), is dropped.
+	{"edge_empty_required_strings", defaultBaseURL, provider.ChatRequest{Messages: []provider.Message{
+		{Role: provider.RoleUser},
+		{Role: provider.RoleAssistant, Reasoning: []provider.ReasoningBlock{{Text: "unsigned"}}, ToolCalls: []provider.ToolCall{{Name: "x"}}},
+		{Role: provider.RoleTool, Content: "r"}}},
+		map[string]any{"/messages/0/content/0/text": "", "/messages/1/content/0/signature": "", "/messages/1/content/1/id": "", "/messages/2/content/0/tool_use_id": ""}},
+	{"edge_cache_on_thinking", defaultBaseURL, provider.ChatRequest{Messages: []provider.Message{
+		{Role: provider.RoleUser, Content: "q"},
+		{Role: provider.RoleAssistant, Reasoning: []provider.ReasoningBlock{{Text: "t", Signature: "s"}}, CacheBreakpoint: true}}},
+		map[string]any{"/messages/1/content/0/cache_control": pt.Absent}},
 }
 
 // TestRequestBodiesMatchGolden builds each case's request through Chat and

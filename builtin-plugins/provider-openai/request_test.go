@@ -74,6 +74,15 @@ var requestCases = []struct {
 		{Role: provider.RoleUser, Content: ""},
 		{Role: provider.RoleAssistant, Content: ""},
 		{Role: provider.RoleUser, Content: "go on"}}}, nil},
+	{"schema_not_an_object", compatURL, provider.ChatRequest{Messages: user, Tools: []provider.ToolSpec{{Name: "odd", Parameters: json.RawMessage(`true`)}}}, nil},
+	// Deliberate differences, none reachable from the kernel: a role it
+	// never sends goes as user (the SDK has no free-form role), a tool
+	// result without a call id sends the SDK's required "" (the server
+	// refuses both forms), no messages at all is [] instead of null.
+	{"edge_role_and_call_id", compatURL, provider.ChatRequest{Messages: []provider.Message{
+		{Role: "developer", Content: "x"}, {Role: provider.RoleTool, Content: "r"}}},
+		map[string]any{"/messages/0/role": "user", "/messages/1/tool_call_id": ""}},
+	{"edge_no_messages", compatURL, provider.ChatRequest{}, map[string]any{"/messages": []any{}}},
 }
 
 // TestRequestBodiesMatchGolden builds each case's request through Chat and

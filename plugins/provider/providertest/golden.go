@@ -67,6 +67,12 @@ func canonical(b []byte) (any, error) {
 	return v, nil
 }
 
+// Absent, as an accepted value in GoldenJSON, means the key is no longer
+// sent.
+var Absent = absent{}
+
+type absent struct{}
+
 // setPointer sets the value at JSON pointer p (RFC 6901, without escapes)
 // in v, creating the last key of an object if needed.
 func setPointer(v any, p string, val any) error {
@@ -77,7 +83,11 @@ func setPointer(v any, p string, val any) error {
 		switch c := cur.(type) {
 		case map[string]any:
 			if last {
-				c[k] = val
+				if val == Absent {
+					delete(c, k)
+				} else {
+					c[k] = val
+				}
 				return nil
 			}
 			cur = c[k]
@@ -101,7 +111,7 @@ func setPointer(v any, p string, val any) error {
 // GoldenJSON compares got with the JSON in file path semantically (key
 // order and whitespace are irrelevant, numbers must be spelled alike).
 // accept lists differences from the golden file that are expected: JSON
-// pointer → the value got has there instead (each one a deliberate,
+// pointer → the value got has there instead, or Absent (each one a deliberate,
 // documented change; the golden file itself stays as recorded). With
 // update, the file is (re)written from got instead, indented with sorted
 // keys.
