@@ -319,7 +319,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		Dispatcher: dispatcher{k: k},
 		Policy:     k.Policy,
 		Audit:      k.Audit,
-		Scheduler:  routerScheduler{s: k.Scheduler, seq: new(atomic.Uint64)},
+		Scheduler:  routerScheduler{s: k.Scheduler, seq: new(atomic.Uint64), running: k.pluginRunning},
 		Logger:     o.Logger,
 	})
 	for _, d := range o.BuiltinDirs {
@@ -459,6 +459,12 @@ func (k *Kernel) Close() {
 	}
 }
 
+// pluginRunning reports whether plugin has a live instance.
+func (k *Kernel) pluginRunning(plugin string) bool {
+	st, err := k.Plugins.Stats(plugin)
+	return err == nil && st.Running
+}
+
 func (k *Kernel) auditor() Auditor { return Auditor{Log: k.Audit, Logger: k.log} }
 
 // baseURLHost is host:port of a plugin config's base_url ("" when none).
@@ -491,12 +497,23 @@ type routerScheduler struct {
 	s *scheduler.Scheduler
 	// seq makes task ids unique: a model reuses call ids across turns.
 	seq *atomic.Uint64
+	// running reports whether plugin has a live session instance.
+	running func(plugin string) bool
 }
 
 func (r routerScheduler) Run(ctx context.Context, t router.Task) error {
 	if t.Template == "" {
 		// Not sandboxed (a kernel tool, --sandbox=none): no template
 		// limit applies, and the scheduler only runs sandboxed work.
+		return t.Run(ctx)
+	}
+	if t.Light && r.running != nil && r.running(t.Plugin) {
+		// A light read into a session instance that is already running
+		// allocates no sandbox and does no heavy work: it does not queue
+		// behind the template's limit, which counts sandboxes at work
+		// (docs/decisions.md, "Light reads into a running instance"). A
+		// light call that must start the instance is a task like any
+		// other: the start is a sandbox allocation.
 		return t.Run(ctx)
 	}
 	typ := scheduler.Validate

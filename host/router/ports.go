@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/manifests"
@@ -116,11 +117,43 @@ type Scheduler interface {
 // Task is one call submitted to the scheduler.
 type Task struct {
 	Name     string // "<plugin>/<tool> <call id>"
+	Plugin   string
 	Tool     string // the tool called (the scheduler's task type follows it)
 	Template string // the plugin's L2 template ("" = not sandboxed)
 	Priority int
-	Run      func(ctx context.Context) error
+	// Light marks a read-only call (see LightCall): when the plugin's
+	// session instance is already running, the call allocates no sandbox
+	// and the scheduler may run it at once, outside the template's limit.
+	Light bool
+	Run   func(ctx context.Context) error
 }
+
+// LightCall reports whether a call of t is a light read: it cannot change
+// anything (the tool declares project paths and every one is access:
+// read), it runs in the plugin's shared session instance (not lifetime
+// per_call, which starts a fresh sandbox for each call), and the plugin
+// runs no programs but its own code (it does not require the
+// sandbox.toolchain capability: shell.exec declares only a read path, yet
+// runs a compiler or a test suite). Scheduler template limits bound
+// sandboxes doing heavy work; a light read multiplexed into a running
+// instance is neither (docs/decisions.md, "Light reads into a running
+// instance").
+func LightCall(t Target) bool {
+	if len(t.Tool.Paths) == 0 || t.Tool.Lifetime == manifests.LifetimePerCall {
+		return false
+	}
+	for _, p := range t.Tool.Paths {
+		if p.Write() {
+			return false
+		}
+	}
+	return !slices.Contains(t.Capabilities, CapToolchain)
+}
+
+// CapToolchain is the capability that mounts a language toolchain into a
+// plugin's sandbox (sandbox.CapToolchain; the router does not import the
+// sandbox package).
+const CapToolchain = "sandbox.toolchain"
 
 // Ingester takes a call's proposed changes into the session's changeset
 // (host/workspace implements it). An error (e.g. STALE_FILE) becomes the

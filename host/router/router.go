@@ -294,7 +294,7 @@ func (r *Router) dispatch(ctx context.Context, cs *callState) (Dispatched, error
 	if r.o.Scheduler == nil {
 		return d, run(ctx)
 	}
-	err := r.o.Scheduler.Run(ctx, Task{Name: t.Plugin + "/" + c.Tool + " " + c.ID, Tool: c.Tool, Template: t.Sandbox, Run: run})
+	err := r.o.Scheduler.Run(ctx, Task{Name: t.Plugin + "/" + c.Tool + " " + c.ID, Plugin: t.Plugin, Tool: c.Tool, Template: t.Sandbox, Light: LightCall(t), Run: run})
 	return d, err
 }
 
