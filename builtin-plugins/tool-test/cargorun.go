@@ -116,9 +116,16 @@ func (j *job) runCargo(ctx context.Context, timeout time.Duration) testrun.Run {
 		return testrun.Run{Status: testrun.RunnerError, Summary: fmt.Sprintf("no Cargo.toml in %s or any directory above it in the project: cargo test needs a package", j.target)}
 	}
 	env := j.baseEnv()
-	bin, err := rustToolchainBin(env, os.Getenv("HOME"))
+	pin, err := findRustPin(j.ws, manDir)
 	if err != nil {
 		return testrun.Run{Status: testrun.RunnerError, Summary: err.Error()}
+	}
+	bin, note, err := rustToolchainBin(ctx, env, os.Getenv("HOME"), pin)
+	if err != nil {
+		return testrun.Run{Status: testrun.RunnerError, Summary: err.Error()}
+	}
+	if note != "" {
+		fmt.Fprintln(j.log, note)
 	}
 	confined := filepath.Join(j.scratch, "run")
 	lockDir := filepath.Join(confined, "lock")
@@ -450,21 +457,30 @@ func parseLibtest(stream []byte, label string) (tests []testrun.Test, unfinished
 }
 
 // rustToolchainBin finds the directory holding cargo and rustc: the
-// default toolchain of RUSTUP_HOME (the policy's ~/.rustup entry sets it
-// in the sandbox; home/.rustup when unset), else the directory of a
-// cargo on PATH (a distribution's /usr/bin/cargo). The rustup proxies in
-// ~/.cargo/bin are not used: they need the user's home, which holds
-// registry credentials and is never mounted.
-func rustToolchainBin(env []string, home string) (string, error) {
+// toolchain the project pins (see findRustPin) or else the default
+// toolchain of RUSTUP_HOME (the policy's ~/.rustup entry sets it in the
+// sandbox; home/.rustup when unset), else the directory of a cargo on
+// PATH (a distribution's /usr/bin/cargo, which ignores toolchain files
+// as it does on the host). The rustup proxies in ~/.cargo/bin are not
+// used: they need the user's home, which holds registry credentials and
+// is never mounted. note says which toolchain a pin chose, for the log.
+func rustToolchainBin(ctx context.Context, env []string, home string, pin rustPin) (bin, note string, err error) {
 	rh := getEnv(env, "RUSTUP_HOME")
 	if rh == "" && home != "" {
 		rh = filepath.Join(home, ".rustup")
 	}
 	if rh != "" {
+		if st, err := os.Stat(filepath.Join(rh, "toolchains")); err == nil && st.IsDir() && pin.channel != "" {
+			tc, why, err := resolvePinned(ctx, rh, pin.channel)
+			if err != nil {
+				return "", "", fmt.Errorf("%s: %w", pin.file, err)
+			}
+			return filepath.Join(rh, "toolchains", tc, "bin"), fmt.Sprintf("%s pins %s: %s", pin.file, pin.channel, why), nil
+		}
 		if tc := rustupDefault(rh); tc != "" {
 			d := filepath.Join(rh, "toolchains", tc, "bin")
 			if st, err := os.Stat(filepath.Join(d, "cargo")); err == nil && st.Mode().IsRegular() {
-				return d, nil
+				return d, "", nil
 			}
 		}
 	}
@@ -474,10 +490,13 @@ func rustToolchainBin(env []string, home string) (string, error) {
 			if l, err := os.Readlink(p); err == nil && strings.Contains(filepath.Base(l), "rustup") {
 				continue // a proxy: it would look for toolchains in the scratch home
 			}
-			return d, nil
+			if pin.channel != "" {
+				note = fmt.Sprintf("%s pins %s: ignored, no rustup toolchains in the sandbox (cargo from PATH: %s)", pin.file, pin.channel, d)
+			}
+			return d, note, nil
 		}
 	}
-	return "", fmt.Errorf("cargo is not in the sandbox (no default toolchain in RUSTUP_HOME=%s, no cargo on PATH): list the Rust toolchain in the policy's toolchains section — `{path: ~/.rustup, env: RUSTUP_HOME}` for rustup, or the directory holding bin/cargo", rh)
+	return "", "", fmt.Errorf("cargo is not in the sandbox (no default toolchain in RUSTUP_HOME=%s, no cargo on PATH): list the Rust toolchain in the policy's toolchains section — `{path: ~/.rustup, env: RUSTUP_HOME}` for rustup, or the directory holding bin/cargo", rh)
 }
 
 // linkerEnv names a linker for the host target when `cc`, rustc's
