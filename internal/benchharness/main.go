@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -40,7 +41,20 @@ func main() {
 	bin := flag.String("bin", "bin", "directory holding fluffy and plugins/")
 	samples := flag.Int("samples", 30, "process starts per start measurement")
 	only := flag.String("only", "", "comma-separated suites to run (default all)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the harness process (the kernel runs in it) to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cfg := config{bin: *bin, samples: *samples}
 	var rows []Row
 	for _, s := range suites() {
