@@ -154,15 +154,19 @@ func TestResolvePinned(t *testing.T) {
 	}
 }
 
-// TestCargoToolchainPin runs real cargo on projects that pin their
-// toolchain: the installed stable by its exact version (in
-// rust-toolchain.toml, and in a legacy rust-toolchain one directory up)
-// builds and runs with that toolchain; a pinned version that is not
-// installed is a runner_error that says how to install it on the host,
-// not a run on another toolchain.
-func TestCargoToolchainPin(t *testing.T) {
-	t.Setenv("PATH", sandboxPath(t))
-	rh := os.Getenv("RUSTUP_HOME")
+// pinCase is one toolchain-pin project of writePinFixtures.
+type pinCase struct {
+	path   string
+	status testrun.Status
+	want   string // in the summary, or for green in the log
+}
+
+// writePinFixtures writes projects pinning the installed stable by its
+// exact version (rust-toolchain.toml, and a legacy rust-toolchain one
+// directory up), a version that is not installed, and a crafted channel.
+func writePinFixtures(t *testing.T, ws string) (rh string, cases []pinCase) {
+	t.Helper()
+	rh = os.Getenv("RUSTUP_HOME")
 	if rh == "" {
 		rh = filepath.Join(os.Getenv("HOME"), ".rustup")
 	}
@@ -171,7 +175,6 @@ func TestCargoToolchainPin(t *testing.T) {
 	if def == "" || version == "" {
 		t.Fatalf("the default toolchain %q in %s is not a release (rustc %q): this test pins an installed release by its version", def, rh, version)
 	}
-	ws := t.TempDir()
 	test := "#[cfg(test)]\nmod tests {\n    #[test]\n    fn ok() {}\n}\n"
 	files := map[string]string{
 		"exact/rust-toolchain.toml":   "[toolchain]\nchannel = \"" + version + "\"\ncomponents = [\"rustfmt\"]\n",
@@ -196,35 +199,46 @@ func TestCargoToolchainPin(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return rh, []pinCase{
+		{"exact", testrun.Green, "exact/rust-toolchain.toml pins " + version + ": "},
+		{"legacy/pkg", testrun.Green, "legacy/rust-toolchain pins " + version + ": "},
+		{"missing", testrun.RunnerError, "`rustup toolchain install 1.20.0`"},
+		{"crafted", testrun.RunnerError, "crafted/rust-toolchain is not a toolchain file"},
+	}
+}
+
+// checkPin checks one pin case's result; log is the run's full log.
+func checkPin(t *testing.T, c pinCase, rh string, r testrun.Run, log []byte) {
+	t.Helper()
+	if r.Status != c.status {
+		t.Fatalf("status %s, want %s\nsummary: %s", r.Status, c.status, r.Summary)
+	}
+	if c.status != testrun.Green {
+		if !strings.Contains(r.Summary, c.want) || !strings.Contains(r.Summary, "TEST_RUST_TOOLCHAIN") {
+			t.Fatalf("summary %q does not say %q", r.Summary, c.want)
+		}
+		return
+	}
+	if !strings.Contains(string(log), c.want) || !strings.Contains(string(log), filepath.Join(rh, "toolchains")) {
+		t.Fatalf("log does not say which toolchain the pin chose (%q):\n%s", c.want, log)
+	}
+}
+
+// TestCargoToolchainPin runs real cargo (in process, real Landlock) on
+// projects that pin their toolchain: the installed stable pinned by its
+// exact version builds and runs with that toolchain; a pinned version
+// that is not installed, or a crafted channel, is a runner_error that
+// says what to do, not a run on another toolchain.
+func TestCargoToolchainPin(t *testing.T) {
+	t.Setenv("PATH", sandboxPath(t))
+	ws := t.TempDir()
+	rh, cases := writePinFixtures(t, ws)
 	out := t.TempDir()
-	for _, c := range []struct {
-		path, file string
-		status     testrun.Status
-		want       string // in the summary, or for green in the log
-	}{
-		{"exact", "exact/rust-toolchain.toml", testrun.Green, "exact/rust-toolchain.toml pins " + version + ": "},
-		{"legacy/pkg", "legacy/rust-toolchain", testrun.Green, "legacy/rust-toolchain pins " + version + ": "},
-		{"missing", "", testrun.RunnerError, "`rustup toolchain install 1.20.0`"},
-		{"crafted", "", testrun.RunnerError, "crafted/rust-toolchain is not a toolchain file"},
-	} {
+	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
 			r := runInProcess(t, ws, out, `{"path":"`+c.path+`"}`)
-			if r.Status != c.status {
-				t.Fatalf("status %s, want %s\nsummary: %s", r.Status, c.status, r.Summary)
-			}
-			if c.status != testrun.Green {
-				if !strings.Contains(r.Summary, c.want) || !strings.Contains(r.Summary, "TEST_RUST_TOOLCHAIN") {
-					t.Fatalf("summary %q does not say %q", r.Summary, c.want)
-				}
-				return
-			}
-			log, err := os.ReadFile(filepath.Join(out, "op", r.LogFile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(string(log), c.want) || !strings.Contains(string(log), filepath.Join(rh, "toolchains")) {
-				t.Fatalf("log does not say which toolchain the pin chose (%q):\n%s", c.want, log)
-			}
+			log, _ := os.ReadFile(filepath.Join(out, "op", r.LogFile))
+			checkPin(t, c, rh, r, log)
 		})
 	}
 }

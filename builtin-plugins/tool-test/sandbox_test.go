@@ -73,3 +73,28 @@ func outDir(t *testing.T, e *kerneltest.Env) string {
 	}
 	return filepath.Join(e.Kernel.Session.Dir(), "out", st.InstanceID)
 }
+
+// TestCargoToolchainPinInDockerSandbox: the same pins through the kernel
+// in a real L2 container, where RUSTUP_HOME is the policy's read-only
+// mount of ~/.rustup.
+func TestCargoToolchainPinInDockerSandbox(t *testing.T) {
+	ws := t.TempDir()
+	_ = os.Chmod(ws, 0o755)
+	rh, cases := writePinFixtures(t, ws)
+	e := kerneltest.Start(t, ws, kerneltest.Options{}, pluginPkg)
+	for i, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			op := fmt.Sprintf("pin%d", i)
+			res := e.Call(t, "tool-test", "test.run", op, `{"path":"`+c.path+`"}`)
+			if !res.OK {
+				t.Fatalf("test.run: %+v", res.Err)
+			}
+			r, err := testrun.Decode(res.Output)
+			if err != nil {
+				t.Fatalf("kernel refuses the output %s: %v", res.Output, err)
+			}
+			log, _ := os.ReadFile(filepath.Join(outDir(t, e), op, r.LogFile))
+			checkPin(t, c, rh, r, log)
+		})
+	}
+}
