@@ -194,11 +194,9 @@ func (a *adapter) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		GroupAdd:       s.GroupAdd,
 		AutoRemove:     s.AutoRemove,
 		Runtime:        s.OCIRuntime,
-		Resources: container.Resources{
-			Memory:   s.MemoryBytes,
-			NanoCPUs: s.NanoCPUs,
-		},
+		Resources:      container.Resources{Memory: s.MemoryBytes},
 	}
+	hc.Resources.CPUPeriod, hc.Resources.CPUQuota = cpuQuota(s.NanoCPUs)
 	if s.MemoryBytes > 0 {
 		hc.Resources.MemorySwap = s.MemoryBytes // no swap beyond the limit
 	}
@@ -511,4 +509,27 @@ func (a *adapter) ListVolumes(ctx context.Context, labels map[string]string) ([]
 		out = append(out, runtime.Volume{Name: v.Name, Mountpoint: v.Mountpoint, Labels: v.Labels})
 	}
 	return out, nil
+}
+
+// cpuPeriod is the CFS period (µs) a CPU limit is enforced over. Docker's
+// NanoCPUs uses the kernel default of 100 ms: a plugin limited to 0.5 CPU
+// that spends its 50 ms quota in a burst (a provider relaying a streamed
+// answer) is stopped for the rest of the period, which showed as a ~50 ms
+// p99 on a provider turn (docs/decisions.md, "Provider latency"). The same
+// share over 10 ms periods bounds such a stall to a few ms; the limit (the
+// share of a CPU) is unchanged.
+const cpuPeriod = 10_000
+
+// cpuQuota is the CFS period and quota (µs) of a limit of nano
+// billionths of a CPU (rt.Spec.NanoCPUs); 0, 0 (no limit) when nano <= 0.
+// Below 0.1 CPU the quota would fall under the kernel's minimum of 1 ms:
+// the period grows instead, so the share stays exact.
+func cpuQuota(nano int64) (period, quota int64) {
+	if nano <= 0 {
+		return 0, 0
+	}
+	if q := nano * cpuPeriod / 1e9; q >= 1000 {
+		return cpuPeriod, q
+	}
+	return min(1000*1e9/nano, 1_000_000), 1000
 }
