@@ -65,7 +65,7 @@ type Cassette struct {
 	Turns []Turn
 
 	mu     sync.Mutex
-	served map[string]int // "turn\x00hash" → requests answered so far
+	served map[string]int // "turn\x00hash" ("*\x00hash" found by hash alone) → requests answered so far
 }
 
 // TurnOf is the turn number of a request in its conversation: one more
@@ -260,23 +260,35 @@ func checkTurn(t Turn) error {
 // CodeMismatch error naming the turn and what differed.
 func (c *Cassette) Match(req provider.ChatRequest) (Turn, error) {
 	n := TurnOf(req)
-	var lines []Turn
+	got := RequestHash(req)
+	var lines, fit []Turn
 	for _, t := range c.Turns {
 		if t.Turn == n {
 			lines = append(lines, t)
+			if t.RequestSHA256 == "" || t.RequestSHA256 == got {
+				fit = append(fit, t)
+			}
 		}
 	}
-	if len(lines) == 0 {
+	key := fmt.Sprintf("%d\x00%s", n, got)
+	if len(fit) == 0 && got != "" {
+		// After the agent summarised the conversation, TurnOf no longer
+		// says where a request stands: the summary request carries no
+		// assistant message, and the requests after it carry only the
+		// recent ones, while the recording numbered every turn in order.
+		// Such a request is found by its hash among all turns (identical
+		// ones in order).
+		for _, t := range c.Turns {
+			if t.RequestSHA256 == got {
+				fit = append(fit, t)
+			}
+		}
+		key = "*\x00" + got
+	}
+	if len(lines) == 0 && len(fit) == 0 {
 		return Turn{}, uerr.New(CodeExhausted, fmt.Sprintf("the replay cassette has no turn %d", n),
 			fmt.Sprintf("it recorded %d turn(s) and the conversation asks for turn %d (%s)", lastTurn(c), n, describe(req)),
 			"record a longer cassette, or lower agent.max_turns for this replay")
-	}
-	got := RequestHash(req)
-	var fit []Turn
-	for _, t := range lines {
-		if t.RequestSHA256 == "" || t.RequestSHA256 == got {
-			fit = append(fit, t)
-		}
 	}
 	if len(fit) == 0 {
 		t := lines[0]
@@ -299,7 +311,6 @@ func (c *Cassette) Match(req provider.ChatRequest) (Turn, error) {
 	if c.served == nil {
 		c.served = map[string]int{}
 	}
-	key := fmt.Sprintf("%d\x00%s", n, got)
 	i := min(c.served[key], len(fit)-1)
 	c.served[key]++
 	return fit[i], nil

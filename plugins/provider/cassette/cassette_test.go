@@ -237,3 +237,75 @@ func TestRepeatedTurnAnswersByHashThenInOrder(t *testing.T) {
 		t.Fatalf("an unrecorded request: %v", err)
 	}
 }
+
+// TestReplayAfterTheAgentSummarised: the agent's summary request carries
+// no assistant message and the requests after it only the recent ones, so
+// TurnOf says 1 and 2 where the recording numbered turns 3 and 4; the
+// replay still answers every request as recorded, and recording the
+// replay gives the same cassette.
+func TestReplayAfterTheAgentSummarised(t *testing.T) {
+	call := func(id string) provider.Message {
+		return provider.Message{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: id, Name: "fs.read", Arguments: json.RawMessage(`{"path":"a.go"}`)}}}
+	}
+	result := func(id, out string) provider.Message {
+		return provider.Message{Role: provider.RoleTool, ToolCallID: id, Content: out}
+	}
+	answer := func(text string) []provider.Event {
+		return []provider.Event{{TextDelta: text}, {Done: &provider.Done{StopReason: provider.StopEndTurn}}}
+	}
+	readCall := func(id string) []provider.Event {
+		return []provider.Event{
+			{ToolCallStart: &provider.ToolCallStart{CallID: id, Name: "fs.read"}},
+			{ToolCallDelta: &provider.ToolCallDelta{CallID: id, ArgumentsDelta: `{"path":"a.go"}`}},
+			{ToolCallEnd: &provider.ToolCallEnd{CallID: id, Name: "fs.read", Arguments: json.RawMessage(`{"path":"a.go"}`)}},
+			{Done: &provider.Done{StopReason: provider.StopToolUse}},
+		}
+	}
+	task := user("fix a.go")
+	summary := user("Summary of the conversation so far: a.go was read twice.")
+	conv := []struct {
+		req provider.ChatRequest
+		evs []provider.Event
+	}{
+		{provider.ChatRequest{Messages: []provider.Message{task}}, readCall("c1")},
+		{provider.ChatRequest{Messages: []provider.Message{task, call("c1"), result("c1", "package a")}}, readCall("c2")},
+		// The summary request: one user message (TurnOf 1).
+		{provider.ChatRequest{System: "You summarize", Messages: []provider.Message{user("Conversation to summarize:\n[user] fix a.go\n...")}}, answer("a.go was read twice.")},
+		// The window after it: the summary and the recent messages (TurnOf 2).
+		{provider.ChatRequest{Messages: []provider.Message{summary, call("c2"), result("c2", "package a")}}, readCall("c3")},
+		{provider.ChatRequest{Messages: []provider.Message{summary, call("c2"), result("c2", "package a"), call("c3"), result("c3", "package a")}}, answer("done")},
+	}
+	var rec bytes.Buffer
+	w := NewWriter(&rec)
+	for _, x := range conv {
+		if err := w.Add(x.req, x.evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := Parse(strings.NewReader(rec.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	w2 := NewWriter(&again)
+	for i, x := range conv {
+		turn, err := c.Match(x.req)
+		if err != nil {
+			t.Fatalf("request %d (TurnOf %d): %v", i+1, TurnOf(x.req), err)
+		}
+		if turn.Turn != i+1 {
+			t.Fatalf("request %d answered by turn %d", i+1, turn.Turn)
+		}
+		if err := w2.Add(x.req, turn.Events); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again.String() != rec.String() {
+		t.Fatalf("the replay's recording differs:\n%s\n---\n%s", again.String(), rec.String())
+	}
+	// A request that is in no turn still fails, naming its turn.
+	other := provider.ChatRequest{Messages: []provider.Message{summary, call("c2"), result("c9", "x")}}
+	if _, err := c.Match(other); !uerr.HasCode(err, CodeMismatch) || !strings.Contains(err.Error(), "turn 2") {
+		t.Fatalf("a diverging request: %v", err)
+	}
+}
