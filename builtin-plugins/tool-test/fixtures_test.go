@@ -60,6 +60,20 @@ func TestCannotPoison(t *testing.T) {
 			t.Errorf("made a directory in %s", d)
 		}
 	}
+	// The test binary may be kept in the build cache for the next run:
+	// it must not alter itself or put anything beside itself.
+	if exe, err := os.Executable(); err == nil {
+		if err := os.WriteFile(filepath.Join(filepath.Dir(exe), "poisoned-by-test"), []byte("x"), 0o644); err == nil {
+			t.Errorf("wrote beside the test binary in %s", filepath.Dir(exe))
+		}
+		if err := os.Rename(exe, exe+".moved"); err == nil {
+			t.Errorf("moved the test binary %s", exe)
+		}
+		if f, err := os.OpenFile(exe, os.O_WRONLY, 0); err == nil {
+			f.Close()
+			t.Errorf("opened the test binary %s for writing", exe)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(t.TempDir(), "ok"), []byte("x"), 0o644); err != nil {
 		t.Errorf("scratch not writable: %v", err)
 	}

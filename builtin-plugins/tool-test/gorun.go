@@ -3,13 +3,18 @@ package main
 import (
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
 
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -77,9 +82,23 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 	if j.args.Coverage {
 		argv = append(argv, "-cover", "-coverprofile="+cover)
 	}
-	argv = append(argv, pattern)
+	plain := append(slices.Clone(argv), pattern)
+	argv = plain
+	if dir, unlock := j.testBinDir(modDir); dir != "" {
+		defer unlock()
+		argv = append(argv[:len(argv)-1:len(argv)-1], "-o", dir+"/", pattern)
+	}
 	stdout := &capBuffer{max: maxLogBytes}
+	start := time.Now()
 	res := j.execute(ctx, command{argv: argv, dir: cwd, env: env, timeout: timeout}, stdout)
+	if len(argv) != len(plain) && !res.timedOut && res.exitCode != 0 &&
+		!bytes.Contains(res.stdout, []byte(`"Action"`)) && bytes.Contains(j.log.Bytes(), []byte(oCollision)) {
+		// Two packages of one name: -o cannot keep both binaries; run
+		// as before, linking into the go command's work directory.
+		argv = plain
+		stdout = &capBuffer{max: maxLogBytes}
+		res = j.execute(ctx, command{argv: argv, dir: cwd, env: env, timeout: max(timeout-time.Since(start), time.Second)}, stdout)
+	}
 	run, full, unfinished := parseGo(res.stdout, j.ws, cwd)
 	run.Command = argv
 	j.log.Write([]byte(full))
@@ -431,4 +450,41 @@ func goModulePath(gomod string) string {
 		}
 	}
 	return ""
+}
+
+// oCollision is the go command's refusal of -o dir/ for two packages of
+// one name (e.g. a/util and b/util).
+const oCollision = "cannot write test binary"
+
+// testBinDir is where the go command keeps the test binaries of the
+// module at modDir between runs (`go test -o dir/`): the go command does
+// not relink a binary whose build ID already matches, which saves the
+// link, the largest step of a warm run. It lives in the kernel-owned
+// build cache, written only by the go command; the binaries themselves
+// run through the confine launcher, whose Landlock rules allow writes
+// to the run's scratch directory alone, so a test cannot alter its own
+// binary or a later run's. It returns "" (no reuse) without the cache,
+// or when another run of the same module holds the directory; unlock
+// releases it.
+func (j *job) testBinDir(modDir string) (dir string, unlock func()) {
+	if j.cache == "" {
+		return "", nil
+	}
+	sum := sha256.Sum256([]byte(modDir))
+	dir = filepath.Join(j.cache, "go-test-bin", hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		j.logger.Debug("no test binary directory", "error", err)
+		return "", nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", nil
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		// A concurrent run of the same module: link afresh rather than
+		// overwrite the binaries it is running.
+		f.Close()
+		return "", nil
+	}
+	return dir, func() { f.Close() }
 }
