@@ -132,8 +132,14 @@ func (j *job) runCargo(ctx context.Context, timeout time.Duration) testrun.Run {
 	if err := os.MkdirAll(lockDir, 0o755); err != nil {
 		return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
 	}
+	cargoHome := filepath.Join(confined, "cargo-home")
+	if msg, err := linkRegistry(cargoHome, getEnv(env, registryEnv)); err != nil {
+		return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
+	} else if msg != "" {
+		fmt.Fprintln(j.log, msg)
+	}
 	env = setEnv(env, "PATH", bin+string(os.PathListSeparator)+getEnv(env, "PATH"))
-	env = append(env, "CARGO_HOME="+filepath.Join(confined, "cargo-home"), "CARGO_TARGET_DIR="+filepath.Join(confined, "target"),
+	env = append(env, "CARGO_HOME="+cargoHome, "CARGO_TARGET_DIR="+filepath.Join(confined, "target"),
 		"CARGO_NET_OFFLINE=true", "CARGO_TERM_COLOR=never", "CARGO_INCREMENTAL=0", "RUSTC_BOOTSTRAP=1")
 	if kv := linkerEnv(ctx, env, bin); kv != "" {
 		env = append(env, kv)
@@ -176,7 +182,7 @@ func (j *job) runCargo(ctx context.Context, timeout time.Duration) testrun.Run {
 		run.Status = testrun.RunnerError
 		run.Summary = fmt.Sprintf("cargo test failed before building (%s): %s", res.state, clip(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024))
 		if strings.Contains(run.Summary, "offline") {
-			run.Summary += "; the sandbox has no network and no registry: vendor the dependencies (cargo vendor, with its .cargo/config.toml source replacement) so they are in the project"
+			run.Summary += "; the sandbox has no network: crates come only from the host's ~/.cargo/registry (read-only, policy toolchains entry with env " + registryEnv + "), so run `cargo fetch` in the project on the host, or vendor the dependencies (cargo vendor) into the project"
 		}
 		return run
 	}
@@ -587,6 +593,44 @@ func manifestDir(ws, target, name string) (string, bool) {
 			return "", false
 		}
 	}
+}
+
+// registryEnv names the sandbox path of the host's ~/.cargo/registry
+// (the default policy's toolchains entry).
+const registryEnv = "CRATES_REGISTRY_DIR"
+
+// linkRegistry gives the run's scratch CARGO_HOME the host's crates:
+// registry/index and registry/cache are symlinks to the read-only mount
+// (cargo --offline resolves from the index cache and takes the .crate
+// files from cache/), registry/src is scratch, because cargo extracts
+// every crate it builds there and the mount is read-only. Only the
+// registry is mounted, never ~/.cargo: credentials.toml and config.toml
+// (tokens, source replacements) stay on the host.
+func linkRegistry(cargoHome, reg string) (string, error) {
+	if reg == "" {
+		return "", nil
+	}
+	if !filepath.IsAbs(reg) {
+		return fmt.Sprintf("%s=%q is not an absolute path: no registry", registryEnv, reg), nil
+	}
+	dir := filepath.Join(cargoHome, "registry")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	var linked []string
+	for _, sub := range []string{"index", "cache"} {
+		if fi, err := os.Stat(filepath.Join(reg, sub)); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(reg, sub), filepath.Join(dir, sub)); err != nil {
+			return "", err
+		}
+		linked = append(linked, sub)
+	}
+	if len(linked) == 0 {
+		return fmt.Sprintf("%s=%s has no index or cache: no registry", registryEnv, reg), nil
+	}
+	return fmt.Sprintf("crates registry: %s (read-only)", reg), nil
 }
 
 func getEnv(env []string, k string) string {
