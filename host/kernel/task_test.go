@@ -84,7 +84,7 @@ func providerKernel(t *testing.T, providerName, model string, cfg []byte) (*kern
 }
 
 // projectKernel opens a docker kernel on a fresh git copy of project src.
-func projectKernel(t *testing.T, src, providerName, model string, cfg []byte) (*kernel.Kernel, *kernel.Tasks, string) {
+func projectKernel(t *testing.T, src, providerName, model string, cfg []byte, opts ...func(*kernel.TaskOptions)) (*kernel.Kernel, *kernel.Tasks, string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the end-to-end task tests need git on PATH")
@@ -117,7 +117,11 @@ func projectKernel(t *testing.T, src, providerName, model string, cfg []byte) (*
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Close)
-	tasks, err := k.OpenTasks(ctx, kernel.TaskOptions{Provider: providerName, Model: model, Logger: log})
+	to := kernel.TaskOptions{Provider: providerName, Model: model, Logger: log}
+	for _, o := range opts {
+		o(&to)
+	}
+	tasks, err := k.OpenTasks(ctx, to)
 	if err != nil {
 		t.Fatal(err)
 	}
