@@ -1,3 +1,7 @@
+//go:build !race
+
+// Built with task_test.go (its helpers), which the race pass leaves out.
+
 package kernel_test
 
 import (
