@@ -102,7 +102,7 @@ func (s *serverV1) Chat(r *pb.ChatRequest, stream pb.Provider_ChatServer) error 
 			// Reasoning and tool_call_end have no v1 form.
 			return nil
 		}
-		return stream.Send(out)
+		return sendNow(stream.Send, out)
 	})
 	if err != nil && !finished && stream.Context().Err() == nil {
 		return stream.Send(&pb.ChatEvent{Event: &pb.ChatEvent_Error{Error: base.ErrorToProto(err)}})

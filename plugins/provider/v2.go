@@ -58,7 +58,7 @@ func (s *serverV2) Chat(r *pb.ChatRequest, stream pb.Provider_ChatServer) error 
 		if e.Done != nil || e.Err != nil {
 			finished = true
 		}
-		return stream.Send(eventToV2(e))
+		return sendNow(stream.Send, eventToV2(e))
 	})
 	if err != nil && !finished && stream.Context().Err() == nil {
 		// A provider failure is sent as a structured error event, not a
