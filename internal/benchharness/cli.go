@@ -107,23 +107,9 @@ func cliSuite(cfg config, progress func(string)) ([]Row, error) {
 	// has no provider configured) and the CLI is killed once ready.
 	for _, l1 := range []string{"none", "docker"} {
 		progress(fmt.Sprintf("bootstrap --l1 %s: one-shot CLI exec to kernel ready x%d", l1, cfg.samples))
-		var ds []time.Duration
-		var failed error
-		for range cfg.samples {
-			d, err := bootstrapReady(exe, environ, project, sock, l1)
-			if err != nil {
-				failed = err
-				break
-			}
-			ds = append(ds, d)
-		}
-		if failed != nil {
-			progress(fmt.Sprintf("  --l1 %s not measured: %v", l1, failed))
-			rows = append(rows, Row{Suite: "cli", Name: "bootstrap --l1 " + l1 + ": NOT MEASURED (" + clip(failed.Error(), 120) + ")", Unit: "ms"})
-			continue
-		}
-		r := stats("cli", "`fluffy --l1 "+l1+" TASK`: exec to kernel ready (bootstrap)", ds, "ms")
-		if l1 == "docker" {
+		r := startRow("`fluffy --l1 "+l1+" TASK`: exec to kernel ready (bootstrap)", cfg.samples, progress,
+			func() (time.Duration, error) { return bootstrapReady(exe, environ, project, sock, l1) })
+		if l1 == "docker" && r.N > 0 {
 			r.Baseline = "`fluffy --l1 none TASK`: exec to kernel ready (bootstrap)"
 		}
 		rows = append(rows, r)
@@ -135,26 +121,14 @@ func cliSuite(cfg config, progress func(string)) ([]Row, error) {
 	// with L1 (its image already built).
 	for _, l1 := range []string{"none", "docker"} {
 		progress(fmt.Sprintf("REPL --l1 %s: exec to prompt on a terminal x%d", l1, cfg.samples))
-		var ds []time.Duration
-		var failed error
-		for range cfg.samples {
-			d, err := replPrompt(exe, environ, project, sock, l1)
-			if err != nil {
-				failed = err
-				break
-			}
-			ds = append(ds, d)
-		}
-		if failed != nil {
-			progress(fmt.Sprintf("  REPL --l1 %s not measured: %v", l1, failed))
-			rows = append(rows, Row{Suite: "cli", Name: "REPL --l1 " + l1 + ": NOT MEASURED (" + clip(failed.Error(), 120) + ")", Unit: "ms"})
-			continue
-		}
-		r := stats("cli", "`fluffy --l1 "+l1+"` (REPL): exec to prompt, no kernel running", ds, "ms")
-		if l1 == "docker" {
+		r := startRow("`fluffy --l1 "+l1+"` (REPL): exec to prompt, no kernel running", cfg.samples, progress,
+			func() (time.Duration, error) { return replPrompt(exe, environ, project, sock, l1) })
+		switch {
+		case r.N == 0:
+		case l1 == "docker":
 			r.Baseline = "`fluffy --l1 none` (REPL): exec to prompt, no kernel running"
 			verdict(&r, 1500)
-		} else {
+		default:
 			verdict(&r, 300)
 		}
 		rows = append(rows, r)
@@ -166,6 +140,21 @@ func cliSuite(cfg config, progress func(string)) ([]Row, error) {
 		return nil, err
 	}
 	return append(rows, tp), nil
+}
+
+// startRow takes samples of one start measurement; the first failure ends
+// it and the row says NOT MEASURED with why.
+func startRow(name string, samples int, progress func(string), measure func() (time.Duration, error)) Row {
+	var ds []time.Duration
+	for range samples {
+		d, err := measure()
+		if err != nil {
+			progress(fmt.Sprintf("  %s not measured: %v", name, err))
+			return Row{Suite: "cli", Name: name + ": NOT MEASURED (" + clip(err.Error(), 120) + ")", Unit: "ms"}
+		}
+		ds = append(ds, d)
+	}
+	return stats("cli", name, ds, "ms")
 }
 
 // waitPing dials sock until a ping is answered.
