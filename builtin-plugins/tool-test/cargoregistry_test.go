@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -137,4 +139,167 @@ func TestCargoHostRegistry(t *testing.T) {
 			t.Fatalf("status %s, want runner_error that says to run cargo fetch on the host\nsummary: %s", r.Status, r.Summary)
 		}
 	})
+}
+
+// cacheDigest is the content of every file under dir/cargo whose path
+// names fluffydep (the cached dependency's artifacts and sources), and
+// fails if any file under dir is named "poisoned".
+func cacheDigest(t *testing.T, dir string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(d.Name(), "poisoned") {
+			t.Fatalf("project code wrote into the build cache: %s", p)
+		}
+		if d.Type().IsRegular() && strings.Contains(p, "fluffydep") {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[p] = sha256.Sum256(b)
+		}
+		return nil
+	})
+	return out
+}
+
+// TestCargoBuildCache runs real cargo (in process, real Landlock) with a
+// build cache and a crates.io dependency with a build script:
+//   - the second run of a project reuses the dependency (cargo reports its
+//     artifacts fresh, the log names it);
+//   - a project whose build script and test try to write into the cache
+//     (and to corrupt the dependency's artifacts under the target dir)
+//     changes nothing there: the dependency's cached artifacts are
+//     byte-identical, no file of its lands in the cache, and the clean
+//     project's next run is still green from the cache;
+//   - a manifest that points its build script at the project's real file
+//     (outside the skeleton) turns the cache off for that run;
+//   - a warm run sees an edit of the project: red, then green.
+func TestCargoBuildCache(t *testing.T) {
+	t.Setenv("PATH", sandboxPath(t))
+	reg := filepath.Join(t.TempDir(), "registry")
+	writeHostRegistry(t, reg)
+	cache := t.TempDir()
+	t.Setenv(registryEnv, reg)
+	t.Setenv("FLUFFY_BUILD_CACHE", cache)
+	ws := t.TempDir()
+	manifest := func(name, extra string) string {
+		return "[package]\nname = \"" + name + "\"\nversion = \"0.1.0\"\nedition = \"2021\"\n" + extra + "\n[dependencies]\nfluffydep = \"0.1\"\n"
+	}
+	test := func(want int) string {
+		return fmt.Sprintf("#[cfg(test)]\nmod tests {\n    #[test]\n    fn answer() { assert_eq!(fluffydep::answer(), %d); }\n}\n", want)
+	}
+	// poison tries every file and directory of the cache, and every
+	// fluffydep artifact of the target dir it was built in.
+	poison := `use std::{cell::Cell, fs, path::Path};
+fn walk(d: &Path, f: &dyn Fn(&Path)) {
+    if let Ok(rd) = fs::read_dir(d) {
+        for e in rd.flatten() {
+            let p = e.path();
+            f(&p);
+            if p.is_dir() && !p.is_symlink() { walk(&p, f) }
+        }
+    }
+}
+fn try_write(p: &Path, ok: &Cell<u32>, denied: &Cell<u32>) {
+    match fs::write(p, "poisoned") { Ok(_) => ok.set(ok.get() + 1), Err(_) => denied.set(denied.get() + 1) }
+}
+/// Tries every file and directory of the cache and every fluffydep
+/// artifact under target; returns (cache writes that worked, cache
+/// writes refused, target writes that worked).
+pub fn poison(target: &Path) -> (u32, u32, u32) {
+    let (ok, denied, tok, tdenied) = (Cell::new(0), Cell::new(0), Cell::new(0), Cell::new(0));
+    let cache = Path::new(CACHE);
+    try_write(&cache.join("poisoned"), &ok, &denied);
+    walk(cache, &|p| {
+        if p.is_dir() { try_write(&p.join("poisoned"), &ok, &denied) } else { try_write(p, &ok, &denied) }
+    });
+    walk(target, &|p| {
+        if p.to_string_lossy().contains("fluffydep") && p.is_file() { try_write(p, &tok, &tdenied) }
+    });
+    (ok.get(), denied.get(), tok.get())
+}
+`
+	poison = strings.Replace(poison, "CACHE", fmt.Sprintf("%q", cache), 1)
+	files := map[string]string{
+		"clean/Cargo.toml":  manifest("clean", ""),
+		"clean/src/lib.rs":  test(42),
+		"poison/Cargo.toml": manifest("poison", ""),
+		"poison/build.rs": poison + `fn main() {
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let (ok, denied, tok) = poison(out.ancestors().nth(4).unwrap());
+    println!("cargo:warning=poison build script: cache writes ok={ok} denied={denied}; own target dir writes ok={tok}");
+}
+`,
+		"poison/src/lib.rs": "#[cfg(test)]\nmod poison_code {\n" + poison + "}\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn poison() { let (ok, denied, _) = super::poison_code::poison(std::path::Path::new(env!(\"CARGO_MANIFEST_DIR\"))); assert!(ok == 0 && denied > 0, \"cache writes ok={} denied={}\", ok, denied); }\n}\n",
+		"escape/Cargo.toml": manifest("escape", "build = \""+filepath.Join(ws, "escape", "real.rs")+"\"\n"),
+		"escape/real.rs":    poison + "fn main() { poison(std::path::Path::new(\"/nonexistent\")); }\n",
+		"escape/src/lib.rs": test(42),
+		"edit/Cargo.toml":   manifest("edit", ""),
+		"edit/src/lib.rs":   test(43),
+	}
+	for f, c := range files {
+		p := filepath.Join(ws, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := t.TempDir()
+	run := func(t *testing.T, path string, want testrun.Status, logWant ...string) {
+		t.Helper()
+		r := runInProcess(t, ws, out, `{"path":"`+path+`"}`)
+		log, _ := os.ReadFile(filepath.Join(out, "op", r.LogFile))
+		if r.Status != want {
+			t.Fatalf("status %s, want %s\nsummary: %s\nlog:\n%s", r.Status, want, r.Summary, log)
+		}
+		for _, w := range logWant {
+			if !strings.Contains(string(log), w) {
+				t.Fatalf("the log does not say %q:\n%s", w, log)
+			}
+		}
+	}
+	fresh := "cargo build cache: fresh from the cache: registry+https://github.com/rust-lang/crates.io-index#fluffydep@0.1.0"
+	t.Run("cold then warm", func(t *testing.T) {
+		run(t, "clean", testrun.Green, "cargo build cache: dependency phase")
+		run(t, "clean", testrun.Green, fresh)
+	})
+	before := cacheDigest(t, cache)
+	if len(before) == 0 {
+		t.Fatal("nothing of fluffydep in the cache")
+	}
+	t.Run("poison", func(t *testing.T) {
+		r := runInProcess(t, ws, out, `{"path":"poison"}`)
+		plog, _ := os.ReadFile(filepath.Join(out, "op", r.LogFile))
+		// The build script ran in the real build only, every write into
+		// the cache was refused, and the private copy was its to spoil;
+		// the test (run time) asserts the same refusal itself.
+		if m := regexp.MustCompile(`poison build script: cache writes ok=(\d+) denied=(\d+); own target dir writes ok=(\d+)`).FindStringSubmatch(string(plog)); m == nil || m[1] != "0" || m[2] == "0" || m[3] == "0" {
+			t.Fatalf("the poisoning build script did not run as expected (%v); %s %s\n%s", m, r.Status, r.Summary, plog)
+		}
+		t.Logf("poisoning project: %s: %s", r.Status, r.Summary)
+		if after := cacheDigest(t, cache); !maps.Equal(before, after) {
+			t.Fatalf("the cache changed:\nbefore %v\nafter %v", before, after)
+		}
+		run(t, "clean", testrun.Green, fresh)
+	})
+	t.Run("manifest escapes the skeleton", func(t *testing.T) {
+		run(t, "escape", testrun.Green, "cargo build cache: not used (a target of escape is not a stub in the skeleton")
+		cacheDigest(t, cache)
+	})
+	t.Run("edit red then green", func(t *testing.T) {
+		run(t, "edit", testrun.Red, fresh)
+		if err := os.WriteFile(filepath.Join(ws, "edit", "src", "lib.rs"), []byte(test(42)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(t, "edit", testrun.Green, fresh)
+	})
+	if after := cacheDigest(t, cache); !maps.Equal(before, after) {
+		t.Fatalf("the cache's fluffydep files changed:\nbefore %v\nafter %v", before, after)
+	}
 }

@@ -162,6 +162,10 @@ func (j *job) runCargo(ctx context.Context, timeout time.Duration) testrun.Run {
 			return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
 		}
 	}
+	warm, warmed := j.warmCargo(ctx, env, bin, root, cwd, left, filepath.Join(confined, "target"))
+	if warmed {
+		env = setEnv(env, "CARGO_HOME", warm.home)
+	}
 	flags := []string{"--offline", "--message-format=json", "-Zlockfile-path",
 		"--config", "resolver.lockfile-path=" + strconv.Quote(lock),
 		"--config", `env.RUSTC_BOOTSTRAP.value="-1"`, "--config", "env.RUSTC_BOOTSTRAP.force=true"}
@@ -178,6 +182,9 @@ func (j *job) runCargo(ctx context.Context, timeout time.Duration) testrun.Run {
 	}
 	build := parseCargoBuild(res.stdout, j.ws, root)
 	j.log.Write([]byte(build.text))
+	if warmed {
+		fmt.Fprintf(j.log, "cargo build cache: fresh from the cache: %s\n", strings.Join(freshDependencies(res.stdout), ", "))
+	}
 	if !build.finished {
 		run.Status = testrun.RunnerError
 		run.Summary = fmt.Sprintf("cargo test failed before building (%s): %s", res.state, clip(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024))
@@ -622,7 +629,13 @@ func linkRegistry(cargoHome, reg string) (string, error) {
 		if fi, err := os.Stat(filepath.Join(reg, sub)); err != nil || !fi.IsDir() {
 			continue
 		}
-		if err := os.Symlink(filepath.Join(reg, sub), filepath.Join(dir, sub)); err != nil {
+		link := filepath.Join(dir, sub)
+		if fi, err := os.Lstat(link); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			if err := os.Remove(link); err != nil {
+				return "", err
+			}
+		}
+		if err := os.Symlink(filepath.Join(reg, sub), link); err != nil {
 			return "", err
 		}
 		linked = append(linked, sub)
