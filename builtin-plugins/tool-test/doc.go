@@ -2,7 +2,8 @@
 // project's tests on the session's read-only view (/workspace) and returns
 // a plugins/tool/testrun.Run — a classification (red, green, no_tests,
 // build_error, timeout, runner_error) the workflow machine trusts, per-test
-// outcomes, build errors with file:line, counts and optional coverage.
+// outcomes, build errors with file:line, counts and optional coverage (go and
+// node; the other runners say it is not measured).
 //
 // Runners: Go (`go test -json`, its build events included), pytest (junit
 // XML), node (`node --test` with the junit reporter), cargo (rustc's JSON

@@ -89,6 +89,12 @@ var nodeFixtures = map[string]map[string]string{
 		"add.js":       "exports.add = (a, b) => a + b;\n",
 		"add.test.js":  "const test = require('node:test');\nconst assert = require('node:assert');\nconst { add } = require('./add');\ntest('adds', () => { assert.strictEqual(add(1, 2), 3); });\n",
 	},
+	// nodecov: sub is never called, so lib.js is partly covered.
+	"nodecov": {
+		"package.json": `{"name":"nodecov","version":"1.0.0"}`,
+		"lib.js":       "exports.add = (a, b) => a + b;\nexports.sub = (a, b) => {\n  const d = a - b;\n  return d;\n};\n",
+		"lib.test.js":  "const test = require('node:test');\nconst assert = require('node:assert');\nconst { add } = require('./lib');\ntest('adds', () => { assert.strictEqual(add(1, 2), 3); });\n",
+	},
 	"nodered": {
 		"package.json": `{"name":"nodered","version":"1.0.0"}`,
 		"add.js":       "exports.add = (a, b) => a + b;\n",

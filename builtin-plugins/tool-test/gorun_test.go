@@ -122,6 +122,19 @@ var classCases = []classCase{
 		}
 	}},
 	{"node no tests", `{"path":"nodenotests"}`, testrun.NoTests, nil},
+	{"node coverage", `{"path":"nodecov","coverage":true}`, testrun.Green, func(t *testing.T, r testrun.Run) {
+		if r.Coverage == nil {
+			t.Fatalf("no coverage; summary %q", r.Summary)
+		}
+		if lib := r.Coverage.Files["nodecov/lib.js"]; lib <= 0 || lib >= 100 || r.Coverage.Percent <= 0 || r.Coverage.Percent >= 100 {
+			t.Errorf("coverage %+v: lib.js is partly covered (sub is never called)", r.Coverage)
+		}
+	}},
+	{"pytest coverage is said to be unmeasured", `{"path":"pygreen","coverage":true}`, testrun.Green, func(t *testing.T, r testrun.Run) {
+		if r.Coverage != nil || !strings.Contains(r.Summary, "coverage is not measured for pytest") {
+			t.Errorf("coverage %+v summary %q", r.Coverage, r.Summary)
+		}
+	}},
 	{"node timeout", `{"path":"nodesleep","timeout_seconds":20}`, testrun.Timeout, nil},
 	{"pytest green", `{"path":"pygreen"}`, testrun.Green, func(t *testing.T, r testrun.Run) {
 		if r.Runner != "pytest" || r.Counts != (testrun.Counts{Passed: 1, Skipped: 1}) {

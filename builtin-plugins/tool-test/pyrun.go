@@ -93,6 +93,10 @@ func (j *job) runNode(ctx context.Context, timeout time.Duration) testrun.Run {
 	report := filepath.Join(confined, "junit.xml")
 	argv := append(landlock.Command(j.self, confined), "node", "--test", "--test-reporter=junit", "--test-reporter-destination="+report,
 		"--test-reporter=spec", "--test-reporter-destination=stdout")
+	lcov := filepath.Join(confined, "lcov.info")
+	if j.args.Coverage {
+		argv = append(argv, "--experimental-test-coverage", "--test-reporter=lcov", "--test-reporter-destination="+lcov)
+	}
 	if j.target != "." {
 		argv = append(argv, j.target)
 	}
@@ -115,6 +119,9 @@ func (j *job) runNode(ctx context.Context, timeout time.Duration) testrun.Run {
 	}
 	parseJUnit(&run, data, j.ws, false)
 	run.Output = string(res.stdout)
+	if j.args.Coverage {
+		run.Coverage = lcovCoverage(lcov, j.ws)
+	}
 	return run
 }
 

@@ -152,6 +152,10 @@ func runTests(ctx context.Context, tc *pluginsdk.ToolContext, raw json.RawMessag
 		run = j.runCargo(ctx, timeout)
 	}
 	run.Runner = runner
+	if a.Coverage && run.Coverage == nil && !coverageRunners[runner] {
+		// Said, not silently dropped: the caller asked for coverage.
+		run.Summary = strings.TrimSpace(run.Summary + " (coverage is not measured for " + runner + ": only go and node report it)")
+	}
 	run.DurationMS = time.Since(start).Milliseconds()
 	finish(&run)
 	if lf, err := writeLog(tc, j.log.Bytes()); err != nil {
