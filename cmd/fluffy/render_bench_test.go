@@ -6,13 +6,11 @@ import (
 	"io"
 	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/internal/pty"
 )
 
 // benchEvents is a task's mix as the CLI receives it: mostly streamed text,
@@ -44,18 +42,7 @@ func benchEvents(n int) []agent.Event {
 // benchPTY opens a pseudo-terminal, drains its master end, and returns its
 // slave end: what the CLI writes to when a person watches.
 func benchPTY(b *testing.B) *os.File {
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		b.Fatalf("open a pseudo-terminal: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		b.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	m, s, err := pty.Open()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,9 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/fluffy-waffle/fluffy/host/ipc"
+	"github.com/fluffy-waffle/fluffy/internal/pty"
 )
 
 // replPrompt runs `fluffy --l1 L1` (the REPL) on a fresh pseudo-terminal and
@@ -21,7 +20,7 @@ import (
 // The REPL is then left with Ctrl-D and the kernel it started is shut
 // down, so every sample starts cold (no kernel running).
 func replPrompt(exe string, environ []string, project, sock, l1 string) (time.Duration, error) {
-	master, slave, err := openPTY()
+	master, slave, err := pty.Open()
 	if err != nil {
 		return 0, err
 	}
@@ -104,28 +103,4 @@ func shutdownKernel(sock, l1 string) error {
 		}
 	}
 	return fmt.Errorf("the kernel did not remove %s within 30 s of kernel.shutdown", sock)
-}
-
-// openPTY opens a new pseudo-terminal pair (master, slave) of 40x160.
-func openPTY() (*os.File, *os.File, error) {
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open /dev/ptmx: %w", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		m.Close()
-		return nil, nil, fmt.Errorf("unlock pty: %w", err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		m.Close()
-		return nil, nil, fmt.Errorf("pty number: %w", err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		m.Close()
-		return nil, nil, fmt.Errorf("open pty slave: %w", err)
-	}
-	_ = unix.IoctlSetWinsize(int(s.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 160})
-	return m, s, nil
 }
