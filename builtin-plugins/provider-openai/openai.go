@@ -85,8 +85,9 @@ func (o *openai) Models(context.Context) ([]provider.ModelInfo, error) {
 	return []provider.ModelInfo{{ID: c.Model, Tools: true, ParallelToolCalls: true}}, nil
 }
 
-// Chat streams one turn through the official SDK (its request execution,
-// event-stream decoder and chunk type), retrying with upstream.Retry what
+// Chat streams one turn through the official SDK (its request execution
+// and event-stream decoder; chunks decode into the plugin's own type),
+// retrying with upstream.Retry what
 // failed before any output. Errors are returned (the go-plugin shim sends
 // them as the turn's error event); cancelling ctx closes the request.
 func (o *openai) Chat(ctx context.Context, req provider.ChatRequest, send func(provider.Event) error) error {
@@ -138,9 +139,8 @@ func (o *openai) client(cfg upstream.Config) oa.Client {
 }
 
 // attempt is one request: the SDK posts body (the encoded params, with
-// "stream": true set as the SDK's NewStreaming sets it) and decodes the
-// event stream into its chunk type; the decoder below reads what that
-// type loses from each chunk's raw JSON.
+// "stream": true set as the SDK's NewStreaming sets it) and its Stream
+// reads the event stream ([DONE], error fields) into chunk.
 func (o *openai) attempt(ctx context.Context, client oa.Client, baseURL string, body []byte, s *provider.Stream) error {
 	var resp *http.Response
 	if err := client.Post(ctx, "chat/completions", json.RawMessage(body), &resp, option.WithJSONSet("stream", true)); err != nil {
@@ -150,7 +150,7 @@ func (o *openai) attempt(ctx context.Context, client oa.Client, baseURL string, 
 		return up.TransportError(ctx, err, baseURL, false)
 	}
 	ev := &events{dec: ssestream.NewDecoder(resp), body: resp.Body}
-	stream := ssestream.NewStream[oa.ChatCompletionChunk](ev, nil)
+	stream := ssestream.NewStream[chunk](ev, nil)
 	defer stream.Close()
 	d := &decoder{s: s, slots: map[int64]*slot{}, requestID: resp.Header.Get("X-Request-Id")}
 	for stream.Next() {
@@ -253,15 +253,60 @@ func (d *decoder) streamError(data []byte) error {
 	return up.Classify(0, ae.Type, ae.CodeString(), ae.Message, provider.RetryInfo{UpstreamRequestID: upstream.Clean(d.requestID, 200)})
 }
 
-// chunk takes the SDK's decoded chunk; usage is the last non-null one.
-func (d *decoder) chunk(c oa.ChatCompletionChunk) error {
+// chunk is one Chat Completions stream chunk: the fields of the SDK's
+// ChatCompletionChunk that fluffy reads, plus what that type has no field
+// for (reasoning_content, reasoning) or cannot hold (content as a list of
+// parts, arguments that are an object), kept raw.
+//
+// Why not the SDK's type: its decoder looks every field up by reflection
+// on each chunk. It was most of the plugin's CPU in a streamed turn
+// (BenchmarkOpenAITurn), and the plugin has half a CPU; encoding/json with
+// this type does the same work several times faster.
+type chunk struct {
+	Model string `json:"model"`
+	Usage *struct {
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionTokensDetails struct {
+			ReasoningTokens int64 `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	} `json:"usage"`
+	Choices []struct {
+		Index        int64  `json:"index"`
+		Delta        delta  `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+type delta struct {
+	Content          json.RawMessage `json:"content"`
+	Refusal          string          `json:"refusal"`
+	ReasoningContent json.RawMessage `json:"reasoning_content"`
+	Reasoning        json.RawMessage `json:"reasoning"`
+	ToolCalls        []toolCall      `json:"tool_calls"`
+}
+
+type toolCall struct {
+	Index    int64  `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// chunk takes one decoded chunk; usage is the last non-null one.
+func (d *decoder) chunk(c chunk) error {
 	if c.Model != "" {
 		d.model = c.Model
 	}
-	if c.JSON.Usage.Valid() {
-		cached := c.Usage.PromptTokensDetails.CachedTokens
-		d.s.SetUsage(provider.Usage{InputTokens: c.Usage.PromptTokens - cached, OutputTokens: c.Usage.CompletionTokens,
-			CacheReadTokens: cached, ReasoningTokens: c.Usage.CompletionTokensDetails.ReasoningTokens})
+	if u := c.Usage; u != nil {
+		cached := u.PromptTokensDetails.CachedTokens
+		d.s.SetUsage(provider.Usage{InputTokens: u.PromptTokens - cached, OutputTokens: u.CompletionTokens,
+			CacheReadTokens: cached, ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens})
 	}
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
@@ -277,21 +322,17 @@ func (d *decoder) chunk(c oa.ChatCompletionChunk) error {
 	return nil
 }
 
-// delta reads the SDK's delta, and from its raw JSON what the SDK type
-// has no field for (reasoning_content, reasoning) or cannot hold (content
-// as a list of parts, arguments that are an object).
-func (d *decoder) delta(dl oa.ChatCompletionChunkChoiceDelta) error {
-	for _, k := range []string{"reasoning_content", "reasoning"} {
-		if f, ok := dl.JSON.ExtraFields[k]; ok {
-			var r string
-			if json.Unmarshal([]byte(f.Raw()), &r) == nil {
-				if err := d.s.Reasoning(r); err != nil {
-					return err
-				}
+// delta reads one choice's delta.
+func (d *decoder) delta(dl delta) error {
+	for _, raw := range []json.RawMessage{dl.ReasoningContent, dl.Reasoning} {
+		var r string
+		if len(raw) > 0 && json.Unmarshal(raw, &r) == nil {
+			if err := d.s.Reasoning(r); err != nil {
+				return err
 			}
 		}
 	}
-	if err := d.content(json.RawMessage(dl.JSON.Content.Raw())); err != nil {
+	if err := d.content(dl.Content); err != nil {
 		return err
 	}
 	if err := d.s.Text(dl.Refusal); err != nil {
@@ -352,7 +393,7 @@ func arguments(raw json.RawMessage) string {
 	return string(t)
 }
 
-func (d *decoder) call(tc oa.ChatCompletionChunkChoiceDeltaToolCall) error {
+func (d *decoder) call(tc toolCall) error {
 	idx := tc.Index // 0 when missing
 	sl := d.slots[idx]
 	// A new id at an occupied index is a new call.
@@ -364,7 +405,7 @@ func (d *decoder) call(tc oa.ChatCompletionChunkChoiceDeltaToolCall) error {
 	if sl.upstreamID == "" {
 		sl.upstreamID = tc.ID
 	}
-	frag := arguments(json.RawMessage(tc.Function.JSON.Arguments.Raw()))
+	frag := arguments(tc.Function.Arguments)
 	if sl.id == "" {
 		if tc.Function.Name == "" {
 			sl.pending.WriteString(frag)

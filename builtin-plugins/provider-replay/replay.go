@@ -62,6 +62,10 @@ func (r *replay) Info() base.Info {
 	return base.Info{Name: pluginName, Kind: base.KindProvider, Version: version, APIVersions: base.SupportedAPIVersions()}
 }
 
+// ExactEvents keeps the shim from merging deltas: a cassette's events
+// reach the kernel exactly as they were recorded.
+func (r *replay) ExactEvents() bool { return true }
+
 func configError(why string) *uerr.Error {
 	return uerr.New(provider.CodeConfig, "provider-replay has no usable cassette", why,
 		"set providers.replay.cassette to a cassette file (docs/providers.md describes the format)")

@@ -75,11 +75,7 @@ func (s *serverV1) Chat(r *pb.ChatRequest, stream pb.Provider_ChatServer) error 
 		req.Tools = append(req.Tools, ToolSpec{Name: t.GetName(), Description: t.GetDescription(), Parameters: t.GetParametersSchema()})
 	}
 	index := map[string]int32{}
-	finished := false
-	err := s.impl.Chat(stream.Context(), req, func(e Event) error {
-		if finished {
-			return nil
-		}
+	c := newCoalescer(s.impl, func(e Event) error {
 		var out *pb.ChatEvent
 		switch {
 		case e.TextDelta != "":
@@ -93,17 +89,28 @@ func (s *serverV1) Chat(r *pb.ChatRequest, stream pb.Provider_ChatServer) error 
 		case e.Usage != nil:
 			out = &pb.ChatEvent{Event: &pb.ChatEvent_Usage{Usage: &pb.Usage{InputTokens: e.Usage.InputTokens, OutputTokens: e.Usage.OutputTokens}}}
 		case e.Done != nil:
-			finished = true
 			out = &pb.ChatEvent{Event: &pb.ChatEvent_Done{Done: &pb.Done{StopReason: e.Done.StopReason}}}
 		case e.Err != nil:
-			finished = true
 			out = &pb.ChatEvent{Event: &pb.ChatEvent_Error{Error: base.ErrorToProto(e.Err)}}
 		default:
 			// Reasoning and tool_call_end have no v1 form.
 			return nil
 		}
-		return sendNow(stream.Send, out)
+		return stream.Send(out)
 	})
+	finished := false
+	err := s.impl.Chat(stream.Context(), req, func(e Event) error {
+		if finished {
+			return nil
+		}
+		if e.Done != nil || e.Err != nil {
+			finished = true
+		}
+		return c.push(e)
+	})
+	if serr := c.close(); serr != nil && stream.Context().Err() == nil {
+		return serr // the stream to the kernel broke
+	}
 	if err != nil && !finished && stream.Context().Err() == nil {
 		return stream.Send(&pb.ChatEvent{Event: &pb.ChatEvent_Error{Error: base.ErrorToProto(err)}})
 	}
