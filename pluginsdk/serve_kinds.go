@@ -7,6 +7,10 @@ import (
 )
 
 // ServeProvider serves an AI-provider plugin until the kernel disconnects.
+// Consecutive text, reasoning or argument deltas that the plugin emits
+// faster than they can be sent are merged into one event on the way to
+// the kernel; a plugin whose events must arrive one by one implements
+// provider.ExactEvents.
 func ServeProvider(impl provider.Plugin, opts ...Option) {
 	o := buildOptions(impl.Info().Name, opts)
 	serve(provider.PluginSets(impl, o.versions), o)

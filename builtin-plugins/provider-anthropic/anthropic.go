@@ -84,8 +84,8 @@ func (a *anthropic) Models(context.Context) ([]provider.ModelInfo, error) {
 	return []provider.ModelInfo{{ID: c.Model, ContextWindow: 200000, Tools: true, ParallelToolCalls: true, Reasoning: true, PromptCaching: true}}, nil
 }
 
-// Chat streams one turn through the official SDK (its request execution,
-// event-stream decoder and event type), retrying with upstream.Retry what
+// Chat streams one turn through the official SDK (its request execution
+// and event-stream decoder; events decode into streamEvent), retrying with upstream.Retry what
 // failed before any output. Errors are returned (sent as the turn's error
 // event by the shim); cancelling ctx closes the request.
 func (a *anthropic) Chat(ctx context.Context, req provider.ChatRequest, send func(provider.Event) error) error {
@@ -149,8 +149,8 @@ func messagesPath(base string) string {
 }
 
 // attempt is one request: the SDK posts body (the encoded params, with
-// "stream": true set as the SDK's NewStreaming sets it) and decodes the
-// events into its event type.
+// "stream": true set as the SDK's NewStreaming sets it) and its Stream
+// reads the event stream into streamEvent.
 func (a *anthropic) attempt(ctx context.Context, client sdk.Client, baseURL string, body []byte, s *provider.Stream) error {
 	var resp *http.Response
 	if err := client.Post(ctx, messagesPath(baseURL), json.RawMessage(body), &resp, option.WithJSONSet("stream", true)); err != nil {
@@ -160,7 +160,7 @@ func (a *anthropic) attempt(ctx context.Context, client sdk.Client, baseURL stri
 		return up.TransportError(ctx, err, baseURL, false)
 	}
 	ev := &events{dec: ssestream.NewDecoder(resp), body: resp.Body}
-	stream := ssestream.NewStream[sdk.MessageStreamEventUnion](ev, nil)
+	stream := ssestream.NewStream[streamEvent](ev, nil)
 	defer stream.Close()
 	d := &decoder{s: s, blocks: map[int64]*openBlock{}, requestID: resp.Header.Get("Request-Id")}
 	for stream.Next() {
@@ -249,64 +249,100 @@ func (d *decoder) streamError(data []byte) error {
 	return up.Classify(0, ae.Type, ae.CodeString(), ae.Message, provider.RetryInfo{UpstreamRequestID: upstream.Clean(d.requestID, 200)})
 }
 
-// usageField is one token count of the SDK's usage with its presence.
-type usageField struct {
-	v   int64
-	set bool
+// streamEvent is one Messages stream event: the fields of the SDK's
+// MessageStreamEventUnion that fluffy reads, pointers where presence
+// matters.
+//
+// Why not the SDK's type: its decoder looks every field up by reflection
+// on each event, the largest share of the plugin's CPU in a streamed turn
+// (BenchmarkAnthropicTurn), and the plugin has half a CPU; encoding/json
+// with this type does the same work several times faster.
+type streamEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		Model string `json:"model"`
+		Usage *usage `json:"usage"`
+	} `json:"message"`
+	Index        *int64        `json:"index"`
+	ContentBlock *contentBlock `json:"content_block"`
+	Delta        *eventDelta   `json:"delta"`
+	Usage        *usage        `json:"usage"`
+}
+
+// usage is a token count set; nil fields were absent (or null).
+type usage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+}
+
+type contentBlock struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Thinking string          `json:"thinking"`
+	Data     string          `json:"data"`
+	ID       string          `json:"id"`
+	Name     string          `json:"name"`
+	Input    json.RawMessage `json:"input"`
+}
+
+// eventDelta is a content_block_delta's delta or a message_delta's.
+type eventDelta struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Thinking    string `json:"thinking"`
+	Signature   string `json:"signature"`
+	PartialJSON string `json:"partial_json"`
+	StopReason  string `json:"stop_reason"`
 }
 
 // setUsage applies the counts present (output_tokens is cumulative).
-func (d *decoder) setUsage(input, output, cacheWrite, cacheRead usageField) {
+func (d *decoder) setUsage(u *usage) {
 	for _, f := range []struct {
-		u   usageField
+		v   *int64
 		dst *int64
-	}{{input, &d.usage.InputTokens}, {output, &d.usage.OutputTokens}, {cacheWrite, &d.usage.CacheWriteTokens}, {cacheRead, &d.usage.CacheReadTokens}} {
-		if f.u.set {
-			*f.dst = f.u.v
+	}{{u.InputTokens, &d.usage.InputTokens}, {u.OutputTokens, &d.usage.OutputTokens}, {u.CacheCreationInputTokens, &d.usage.CacheWriteTokens}, {u.CacheReadInputTokens, &d.usage.CacheReadTokens}} {
+		if f.v != nil {
+			*f.dst = *f.v
 		}
 	}
 	d.s.SetUsage(d.usage)
 }
 
-func (d *decoder) event(e sdk.MessageStreamEventUnion) (bool, error) {
+func (d *decoder) event(e streamEvent) (bool, error) {
 	switch e.Type {
 	case "message_start":
-		if !e.JSON.Message.Valid() {
+		if e.Message == nil {
 			return true, malformed("message_start without a message")
 		}
-		m := e.Message
-		d.started, d.model = true, string(m.Model)
-		if m.JSON.Usage.Valid() {
-			u := m.Usage
-			d.setUsage(usageField{u.InputTokens, u.JSON.InputTokens.Valid()}, usageField{u.OutputTokens, u.JSON.OutputTokens.Valid()},
-				usageField{u.CacheCreationInputTokens, u.JSON.CacheCreationInputTokens.Valid()}, usageField{u.CacheReadInputTokens, u.JSON.CacheReadInputTokens.Valid()})
+		d.started, d.model = true, e.Message.Model
+		if e.Message.Usage != nil {
+			d.setUsage(e.Message.Usage)
 		}
 	case "content_block_start":
-		if !d.started || !e.JSON.Index.Valid() || !e.JSON.ContentBlock.Valid() {
+		if !d.started || e.Index == nil || e.ContentBlock == nil {
 			return true, malformed("content_block_start before message_start or without index and block")
 		}
-		return false, d.blockStart(e.Index, e.ContentBlock)
+		return false, d.blockStart(*e.Index, *e.ContentBlock)
 	case "content_block_delta":
-		b := d.blocks[e.Index]
-		if !e.JSON.Index.Valid() || !e.JSON.Delta.Valid() || b == nil {
+		if e.Index == nil || e.Delta == nil || d.blocks[*e.Index] == nil {
 			return true, malformed("content_block_delta for a block that is not open")
 		}
-		return false, d.blockDelta(b, e.Delta)
+		return false, d.blockDelta(d.blocks[*e.Index], *e.Delta)
 	case "content_block_stop":
-		b := d.blocks[e.Index]
-		if !e.JSON.Index.Valid() || b == nil {
+		if e.Index == nil || d.blocks[*e.Index] == nil {
 			return true, malformed("content_block_stop for a block that is not open")
 		}
-		delete(d.blocks, e.Index)
+		b := d.blocks[*e.Index]
+		delete(d.blocks, *e.Index)
 		return false, d.blockStop(b)
 	case "message_delta":
-		if e.Delta.StopReason != "" {
-			d.stop = string(e.Delta.StopReason)
+		if e.Delta != nil && e.Delta.StopReason != "" {
+			d.stop = e.Delta.StopReason
 		}
-		if e.JSON.Usage.Valid() {
-			u := e.Usage
-			d.setUsage(usageField{u.InputTokens, u.JSON.InputTokens.Valid()}, usageField{u.OutputTokens, u.JSON.OutputTokens.Valid()},
-				usageField{u.CacheCreationInputTokens, u.JSON.CacheCreationInputTokens.Valid()}, usageField{u.CacheReadInputTokens, u.JSON.CacheReadInputTokens.Valid()})
+		if e.Usage != nil {
+			d.setUsage(e.Usage)
 		}
 	case "message_stop":
 		if !d.started {
@@ -320,7 +356,7 @@ func (d *decoder) event(e sdk.MessageStreamEventUnion) (bool, error) {
 	return false, nil
 }
 
-func (d *decoder) blockStart(idx int64, cb sdk.ContentBlockStartEventContentBlockUnion) error {
+func (d *decoder) blockStart(idx int64, cb contentBlock) error {
 	b := &openBlock{kind: cb.Type}
 	d.blocks[idx] = b
 	switch cb.Type {
@@ -333,14 +369,14 @@ func (d *decoder) blockStart(idx int64, cb sdk.ContentBlockStartEventContentBloc
 		return d.s.EndReasoning("", []byte(cb.Data))
 	case "tool_use":
 		id, err := d.s.StartCall(cb.ID, cb.Name)
-		b.callID, b.input = id, json.RawMessage(cb.JSON.Input.Raw())
+		b.callID, b.input = id, cb.Input
 		return err
 	}
 	b.kind = "other"
 	return nil
 }
 
-func (d *decoder) blockDelta(b *openBlock, dl sdk.MessageStreamEventUnionDelta) error {
+func (d *decoder) blockDelta(b *openBlock, dl eventDelta) error {
 	switch dl.Type {
 	case "text_delta":
 		return d.s.Text(dl.Text)

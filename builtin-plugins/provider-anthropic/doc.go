@@ -1,7 +1,9 @@
 // Command provider-anthropic is the builtin AI-provider plugin for the
 // Anthropic Messages API: it streams a turn (stream: true) through the
-// official anthropic-sdk-go (request execution, event decoder, event type;
-// the SDK's environment defaults and retries off) and normalizes the events
+// official anthropic-sdk-go (request execution and event-stream decoder,
+// the SDK's environment defaults and retries off; each event's JSON is
+// decoded into the plugin's own type, which is several times cheaper than
+// the SDK's reflection decoder) and normalizes the events
 // (message_start, content_block_start/delta/stop with text_delta,
 // input_json_delta, thinking_delta and signature_delta, message_delta with
 // the stop reason and cumulative usage, message_stop, ping, error) into

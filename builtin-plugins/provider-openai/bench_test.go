@@ -47,28 +47,7 @@ func BenchmarkOpenAITurn(b *testing.B) {
 	if err := direct.Configure(context.Background(), base.Config{ConfigJSON: cfgJSON(b, srv.URL()+"/v1")}, nil); err != nil {
 		b.Fatal(err)
 	}
-	measure := func(b *testing.B, chat func(onEvent func(provider.Event)) error) {
-		var first, full []time.Duration
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			var tf time.Duration
-			if err := chat(func(e provider.Event) {
-				if tf == 0 && e.TextDelta != "" {
-					tf = time.Since(t0)
-				}
-			}); err != nil {
-				b.Fatal(err)
-			}
-			full = append(full, time.Since(t0))
-			first = append(first, tf)
-		}
-		b.StopTimer()
-		b.ReportMetric(float64(pct(first, 50).Microseconds()), "first-p50-µs")
-		b.ReportMetric(float64(pct(first, 99).Microseconds()), "first-p99-µs")
-		b.ReportMetric(float64(pct(full, 50).Microseconds()), "turn-p50-µs")
-		b.ReportMetric(float64(pct(full, 99).Microseconds()), "turn-p99-µs")
-	}
+	measure := pt.MeasureTurns
 	b.Run("sdk", func(b *testing.B) {
 		names, err := provider.ToolNamesOf(chatReq.Tools)
 		if err != nil {
@@ -116,12 +95,6 @@ func BenchmarkOpenAITurn(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
-}
-
-func pct(ds []time.Duration, p int) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[(len(s)-1)*p/100]
 }
 
 // throughputTokens is the length of BenchmarkOpenAIThroughput's answer:
