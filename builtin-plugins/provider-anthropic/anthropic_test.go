@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
-	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
@@ -318,19 +316,10 @@ func TestAnthropicCancelMidStream(t *testing.T) {
 func TestAnthropicInDockerSandbox(t *testing.T) {
 	srv := pt.New()
 	defer srv.Close()
-	ws, err := os.MkdirTemp("", "fws")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(ws) })
-	os.Chmod(ws, 0o755)
-	e := kerneltest.Start(t, ws, kerneltest.Options{Spec: func(s *supervisor.Spec) {
-		s.ConfigJSON = cfgJSON(t, srv.URL())
-		s.Network = []string{srv.Addr()}
-	}}, "builtin-plugins/provider-anthropic")
+	e := kerneltest.StartProvider(t, "builtin-plugins/provider-anthropic", cfgJSON(t, srv.URL()), srv.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	err = e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
+	err := e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
 		for _, tc := range anthropicCases {
 			if tc.name == "oversized event" {
 				continue

@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
-	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
@@ -69,18 +67,9 @@ func BenchmarkAnthropicTurn(b *testing.B) {
 		})
 	})
 	b.Run("sandboxed", func(b *testing.B) {
-		ws, err := os.MkdirTemp("", "fws")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { os.RemoveAll(ws) })
-		os.Chmod(ws, 0o755)
-		e := kerneltest.Start(b, ws, kerneltest.Options{Spec: func(s *supervisor.Spec) {
-			s.ConfigJSON = cfgJSON(b, srv.URL())
-			s.Network = []string{srv.Addr()}
-		}}, "builtin-plugins/provider-anthropic")
+		e := kerneltest.StartProvider(b, "builtin-plugins/provider-anthropic", cfgJSON(b, srv.URL()), srv.Addr())
 		ctx := context.Background()
-		err = e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
+		err := e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
 			pt.MeasureTurns(b, func(on func(provider.Event)) error { return c.Chat(ctx, chatReq, on) })
 			return nil
 		})

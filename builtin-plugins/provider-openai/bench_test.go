@@ -16,7 +16,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
-	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
@@ -76,18 +75,9 @@ func BenchmarkOpenAITurn(b *testing.B) {
 		})
 	})
 	b.Run("sandboxed", func(b *testing.B) {
-		ws, err := os.MkdirTemp("", "fws")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { os.RemoveAll(ws) })
-		os.Chmod(ws, 0o755)
-		e := kerneltest.Start(b, ws, kerneltest.Options{Spec: func(s *supervisor.Spec) {
-			s.ConfigJSON = cfgJSON(b, srv.URL()+"/v1")
-			s.Network = []string{srv.Addr()}
-		}}, "builtin-plugins/provider-openai")
+		e := kerneltest.StartProvider(b, "builtin-plugins/provider-openai", cfgJSON(b, srv.URL()+"/v1"), srv.Addr())
 		ctx := context.Background()
-		err = e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
+		err := e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
 			measure(b, func(on func(provider.Event)) error { return c.Chat(ctx, chatReq, on) })
 			return nil
 		})
@@ -181,18 +171,9 @@ func BenchmarkOpenAIThroughput(b *testing.B) {
 		})
 	})
 	b.Run("sandboxed", func(b *testing.B) {
-		ws, err := os.MkdirTemp("", "fws")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { os.RemoveAll(ws) })
-		os.Chmod(ws, 0o755)
-		e := kerneltest.Start(b, ws, kerneltest.Options{Spec: func(s *supervisor.Spec) {
-			s.ConfigJSON = cfgJSON(b, srv.URL()+"/v1")
-			s.Network = []string{srv.Addr()}
-		}}, "builtin-plugins/provider-openai")
+		e := kerneltest.StartProvider(b, "builtin-plugins/provider-openai", cfgJSON(b, srv.URL()+"/v1"), srv.Addr())
 		ctx := context.Background()
-		err = e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
+		err := e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
 			measure(b, func(on func(provider.Event)) error { return c.Chat(ctx, chatReq, on) })
 			return nil
 		})

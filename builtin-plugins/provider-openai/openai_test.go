@@ -343,19 +343,10 @@ func TestOpenAICancelMidStream(t *testing.T) {
 func TestOpenAIInDockerSandbox(t *testing.T) {
 	srv := pt.New()
 	defer srv.Close()
-	ws, err := os.MkdirTemp("", "fws")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(ws) })
-	os.Chmod(ws, 0o755)
-	e := kerneltest.Start(t, ws, kerneltest.Options{Spec: func(s *supervisor.Spec) {
-		s.ConfigJSON = cfgJSON(t, srv.URL()+"/v1")
-		s.Network = []string{srv.Addr()}
-	}}, "builtin-plugins/provider-openai")
+	e := kerneltest.StartProvider(t, "builtin-plugins/provider-openai", cfgJSON(t, srv.URL()+"/v1"), srv.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	err = e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
+	err := e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
 		for _, tc := range openAICases {
 			if tc.name == "oversized line" {
 				continue // 4 MiB through the container adds nothing the in-process run does not check

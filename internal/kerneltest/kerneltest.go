@@ -162,6 +162,24 @@ func Start(tb testing.TB, workspace string, o Options, plugins ...string) *Env {
 	return &Env{Kernel: k, Home: home, Workspace: workspace}
 }
 
+// StartProvider is Start for one provider plugin (a repository-relative
+// package dir) on a fresh empty workspace: the plugin receives configJSON
+// at Configure and its proxy allows exactly hosts (host:port), as the
+// kernel's wiring would do for a configured provider.
+func StartProvider(tb testing.TB, plugin string, configJSON []byte, hosts ...string) *Env {
+	tb.Helper()
+	ws, err := os.MkdirTemp("", "fws")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(ws) })
+	_ = os.Chmod(ws, 0o755)
+	return Start(tb, ws, Options{Spec: func(s *supervisor.Spec) {
+		s.ConfigJSON = configJSON
+		s.Network = hosts
+	}}, plugin)
+}
+
 // Provider runs f with the dispensed client of provider plugin name,
 // through the kernel's supervisor (started in its sandbox if needed).
 func (e *Env) Provider(ctx context.Context, name string, f func(ctx context.Context, c provider.Client) error) error {

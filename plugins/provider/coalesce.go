@@ -1,9 +1,12 @@
 package provider
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // flushEvery bounds how long a streamed event may wait in a plugin while
@@ -194,4 +197,29 @@ func onlyReasoning(e Event) bool {
 }
 func onlyArgs(e Event) bool {
 	return e.ToolCallDelta != nil && e == Event{ToolCallDelta: e.ToolCallDelta}
+}
+
+// serveTurn runs impl's turn for a shim, sending its events with deliver
+// (through a coalescer) up to the first done or error. A failure the
+// plugin returns without having sent one is sent as a structured error
+// event, not a broken stream, so the kernel can show what/why/fix.
+func serveTurn(ctx context.Context, impl Plugin, req ChatRequest, deliver func(Event) error) error {
+	c := newCoalescer(impl, deliver)
+	finished := false
+	err := impl.Chat(ctx, req, func(e Event) error {
+		if finished {
+			return nil
+		}
+		if e.Done != nil || e.Err != nil {
+			finished = true
+		}
+		return c.push(e)
+	})
+	if serr := c.close(); serr != nil && ctx.Err() == nil {
+		return serr // the stream to the kernel broke
+	}
+	if err != nil && !finished && ctx.Err() == nil {
+		return deliver(Event{Err: uerr.From(err)})
+	}
+	return ctx.Err()
 }

@@ -75,7 +75,7 @@ func (s *serverV1) Chat(r *pb.ChatRequest, stream pb.Provider_ChatServer) error 
 		req.Tools = append(req.Tools, ToolSpec{Name: t.GetName(), Description: t.GetDescription(), Parameters: t.GetParametersSchema()})
 	}
 	index := map[string]int32{}
-	c := newCoalescer(s.impl, func(e Event) error {
+	deliver := func(e Event) error {
 		var out *pb.ChatEvent
 		switch {
 		case e.TextDelta != "":
@@ -97,27 +97,8 @@ func (s *serverV1) Chat(r *pb.ChatRequest, stream pb.Provider_ChatServer) error 
 			return nil
 		}
 		return stream.Send(out)
-	})
-	finished := false
-	err := s.impl.Chat(stream.Context(), req, func(e Event) error {
-		if finished {
-			return nil
-		}
-		if e.Done != nil || e.Err != nil {
-			finished = true
-		}
-		return c.push(e)
-	})
-	if serr := c.close(); serr != nil && stream.Context().Err() == nil {
-		return serr // the stream to the kernel broke
 	}
-	if err != nil && !finished && stream.Context().Err() == nil {
-		return stream.Send(&pb.ChatEvent{Event: &pb.ChatEvent_Error{Error: base.ErrorToProto(err)}})
-	}
-	if stream.Context().Err() != nil {
-		return stream.Context().Err()
-	}
-	return nil
+	return serveTurn(stream.Context(), s.impl, req, deliver)
 }
 
 type clientV1 struct {

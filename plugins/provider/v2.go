@@ -50,29 +50,7 @@ func (s *serverV2) Models(ctx context.Context, _ *pb.ModelsRequest) (*pb.ModelsR
 }
 
 func (s *serverV2) Chat(r *pb.ChatRequest, stream pb.Provider_ChatServer) error {
-	c := newCoalescer(s.impl, func(e Event) error { return stream.Send(eventToV2(e)) })
-	finished := false
-	err := s.impl.Chat(stream.Context(), requestFromV2(r), func(e Event) error {
-		if finished {
-			return nil
-		}
-		if e.Done != nil || e.Err != nil {
-			finished = true
-		}
-		return c.push(e)
-	})
-	if serr := c.close(); serr != nil && stream.Context().Err() == nil {
-		return serr // the stream to the kernel broke
-	}
-	if err != nil && !finished && stream.Context().Err() == nil {
-		// A provider failure is sent as a structured error event, not a
-		// broken stream, so the kernel can show what/why/fix.
-		return stream.Send(eventToV2(Event{Err: uerr.From(err)}))
-	}
-	if stream.Context().Err() != nil {
-		return stream.Context().Err()
-	}
-	return nil
+	return serveTurn(stream.Context(), s.impl, requestFromV2(r), func(e Event) error { return stream.Send(eventToV2(e)) })
 }
 
 type clientV2 struct {
