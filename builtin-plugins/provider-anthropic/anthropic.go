@@ -326,15 +326,16 @@ func (d *decoder) event(e streamEvent) (bool, error) {
 		}
 		return false, d.blockStart(*e.Index, *e.ContentBlock)
 	case "content_block_delta":
-		if e.Index == nil || e.Delta == nil || d.blocks[*e.Index] == nil {
+		b := d.open(e.Index)
+		if b == nil || e.Delta == nil {
 			return true, malformed("content_block_delta for a block that is not open")
 		}
-		return false, d.blockDelta(d.blocks[*e.Index], *e.Delta)
+		return false, d.blockDelta(b, *e.Delta)
 	case "content_block_stop":
-		if e.Index == nil || d.blocks[*e.Index] == nil {
+		b := d.open(e.Index)
+		if b == nil {
 			return true, malformed("content_block_stop for a block that is not open")
 		}
-		b := d.blocks[*e.Index]
 		delete(d.blocks, *e.Index)
 		return false, d.blockStop(b)
 	case "message_delta":
@@ -354,6 +355,14 @@ func (d *decoder) event(e streamEvent) (bool, error) {
 	// one and ends at the other); unknown types are ignored, as the API's
 	// versioning asks.
 	return false, nil
+}
+
+// open is the open block at index, nil if there is none (or no index).
+func (d *decoder) open(index *int64) *openBlock {
+	if index == nil {
+		return nil
+	}
+	return d.blocks[*index]
 }
 
 func (d *decoder) blockStart(idx int64, cb contentBlock) error {

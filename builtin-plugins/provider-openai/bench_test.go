@@ -42,11 +42,11 @@ func BenchmarkOpenAITurn(b *testing.B) {
 	srv := pt.New()
 	defer srv.Close()
 	srv.Play(benchScript())
-	direct := newOpenAI(nil, upstream.NewHTTPClient(func(string) string { return "" }))
+	hc := upstream.NewHTTPClient(func(string) string { return "" })
+	direct := newOpenAI(nil, hc)
 	if err := direct.Configure(context.Background(), base.Config{ConfigJSON: cfgJSON(b, srv.URL()+"/v1")}, nil); err != nil {
 		b.Fatal(err)
 	}
-	measure := pt.MeasureTurns
 	b.Run("sdk", func(b *testing.B) {
 		names, err := provider.ToolNamesOf(chatReq.Tools)
 		if err != nil {
@@ -54,8 +54,8 @@ func BenchmarkOpenAITurn(b *testing.B) {
 		}
 		params := buildRequest(chatReq, "gpt-4.1", srv.URL()+"/v1", names)
 		client := oa.NewClient(option.WithBaseURL(srv.URL()+"/v1/"), option.WithAPIKey(testKey), option.WithMaxRetries(0),
-			option.WithHTTPClient(upstream.NewHTTPClient(func(string) string { return "" })))
-		measure(b, func(on func(provider.Event)) error {
+			option.WithHTTPClient(hc))
+		pt.MeasureTurns(b, func(on func(provider.Event)) error {
 			stream := client.Chat.Completions.NewStreaming(context.Background(), params)
 			defer stream.Close()
 			var acc oa.ChatCompletionAccumulator
@@ -70,7 +70,7 @@ func BenchmarkOpenAITurn(b *testing.B) {
 		})
 	})
 	b.Run("direct", func(b *testing.B) {
-		measure(b, func(on func(provider.Event)) error {
+		pt.MeasureTurns(b, func(on func(provider.Event)) error {
 			return direct.Chat(context.Background(), chatReq, func(e provider.Event) error { on(e); return nil })
 		})
 	})
@@ -78,7 +78,7 @@ func BenchmarkOpenAITurn(b *testing.B) {
 		e := kerneltest.StartProvider(b, "builtin-plugins/provider-openai", cfgJSON(b, srv.URL()+"/v1"), srv.Addr())
 		ctx := context.Background()
 		err := e.Provider(ctx, pluginName, func(ctx context.Context, c provider.Client) error {
-			measure(b, func(on func(provider.Event)) error { return c.Chat(ctx, chatReq, on) })
+			pt.MeasureTurns(b, func(on func(provider.Event)) error { return c.Chat(ctx, chatReq, on) })
 			return nil
 		})
 		if err != nil {

@@ -386,9 +386,7 @@ func goCoverage(profile, modRoot, ws string) *testrun.Coverage {
 		return nil
 	}
 	modPath := goModulePath(filepath.Join(modRoot, "go.mod"))
-	type fc struct{ total, covered int }
-	files := map[string]*fc{}
-	var total, covered int
+	files := map[string]*coverCount{}
 	for _, l := range strings.Split(string(b), "\n") {
 		if l == "" || strings.HasPrefix(l, "mode:") {
 			continue
@@ -410,28 +408,15 @@ func goCoverage(profile, modRoot, ws string) *testrun.Coverage {
 		}
 		c := files[name]
 		if c == nil {
-			c = &fc{}
+			c = &coverCount{}
 			files[name] = c
 		}
 		c.total += stmts
-		total += stmts
 		if count > 0 {
-			c.covered += stmts
-			covered += stmts
+			c.hit += stmts
 		}
 	}
-	cov := &testrun.Coverage{Files: map[string]float64{}}
-	pct := func(c, t int) float64 {
-		if t == 0 {
-			return 0
-		}
-		return float64(int(float64(c)*1000/float64(t))) / 10
-	}
-	for n, c := range files {
-		cov.Files[n] = pct(c.covered, c.total)
-	}
-	cov.Percent = pct(covered, total)
-	return cov
+	return summariseCoverage(files)
 }
 
 // goModulePath reads the module path from a go.mod's module directive.

@@ -29,9 +29,8 @@ func lcovCoverage(report, ws string) *testrun.Coverage {
 		return nil
 	}
 	defer f.Close()
-	type fc struct{ found, hit int }
-	files := map[string]*fc{}
-	var cur *fc
+	files := map[string]*coverCount{}
+	var cur *coverCount
 	sc := bufio.NewScanner(io.LimitReader(f, maxLcovBytes))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -44,7 +43,7 @@ func lcovCoverage(report, ws string) *testrun.Coverage {
 				continue
 			}
 			if cur = files[rel]; cur == nil {
-				cur = &fc{}
+				cur = &coverCount{}
 				files[rel] = cur
 			}
 		case "LF", "LH":
@@ -53,7 +52,7 @@ func lcovCoverage(report, ws string) *testrun.Coverage {
 				continue
 			}
 			if key == "LF" {
-				cur.found += n
+				cur.total += n
 			} else {
 				cur.hit += n
 			}
@@ -64,6 +63,17 @@ func lcovCoverage(report, ws string) *testrun.Coverage {
 	if len(files) == 0 {
 		return nil
 	}
+	return summariseCoverage(files)
+}
+
+// coverCount is one file's covered and total units: statements for Go's
+// coverprofile, lines for lcov.
+type coverCount struct{ hit, total int }
+
+// summariseCoverage is test.run's Coverage of per-file counts: percent per
+// file and in total, rounded down to 0.1 (a hit count over the total, as a
+// malformed report may claim, counts as the total).
+func summariseCoverage(files map[string]*coverCount) *testrun.Coverage {
 	pct := func(h, t int) float64 {
 		if t == 0 {
 			return 0
@@ -71,12 +81,12 @@ func lcovCoverage(report, ws string) *testrun.Coverage {
 		return float64(int(float64(min(h, t))*1000/float64(t))) / 10
 	}
 	cov := &testrun.Coverage{Files: map[string]float64{}}
-	var found, hit int
+	var hit, total int
 	for n, c := range files {
-		cov.Files[n] = pct(c.hit, c.found)
-		found += c.found
-		hit += c.hit
+		cov.Files[n] = pct(c.hit, c.total)
+		hit += min(c.hit, c.total)
+		total += c.total
 	}
-	cov.Percent = pct(hit, found)
+	cov.Percent = pct(hit, total)
 	return cov
 }

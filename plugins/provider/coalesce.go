@@ -67,7 +67,8 @@ func newCoalescer(impl Plugin, deliver func(Event) error) *coalescer {
 }
 
 // push sends or queues e. It returns the error of the stream to the
-// kernel once one has failed.
+// kernel once one has failed. Only the turn's goroutine calls it (as it
+// called gRPC's Send before), so nothing is queued while it sends.
 func (c *coalescer) push(e Event) error {
 	if c.exact {
 		err := c.deliver(e)
@@ -94,11 +95,7 @@ func (c *coalescer) push(e Event) error {
 		if err != nil && c.err == nil {
 			c.err = err
 		}
-		queued := len(c.queue) > 0
 		c.mu.Unlock()
-		if queued {
-			c.signal()
-		}
 		return err
 	}
 	if n := len(c.queue); n == 0 || !merge(&c.queue[n-1], e) {
@@ -137,7 +134,7 @@ func (c *coalescer) run() {
 		for {
 			c.mu.Lock()
 			if c.sending || len(c.queue) == 0 || c.err != nil {
-				done := c.closed && !c.sending
+				done := c.closed
 				c.mu.Unlock()
 				if done {
 					return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -38,8 +39,8 @@ func TestMerge(t *testing.T) {
 			if got := merge(&last, tc.next); got != tc.merged {
 				t.Fatalf("merged %v, want %v", got, tc.merged)
 			}
-			if fmt.Sprint(describe(last)) != fmt.Sprint(describe(tc.want)) {
-				t.Errorf("got %v, want %v", describe(last), describe(tc.want))
+			if !reflect.DeepEqual(last, tc.want) {
+				t.Errorf("got %+v, want %+v", last, tc.want)
 			}
 			if tc.last.ToolCallDelta != nil && *tc.last.ToolCallDelta != before {
 				t.Errorf("merge wrote through the emitter's pointer: %+v", *tc.last.ToolCallDelta)
@@ -48,23 +49,11 @@ func TestMerge(t *testing.T) {
 	}
 }
 
-func describe(e Event) string {
-	s := fmt.Sprintf("text=%q reasoning=%q", e.TextDelta, e.ReasoningDelta)
-	if e.ToolCallDelta != nil {
-		s += fmt.Sprintf(" args(%s)=%q", e.ToolCallDelta.CallID, e.ToolCallDelta.ArgumentsDelta)
-	}
-	if e.ToolCallStart != nil || e.Usage != nil {
-		s += " +other"
-	}
-	return s
-}
-
 // burst emits n text deltas and a finish without ever blocking, as a
 // plugin does while its upstream's chunks are buffered.
 type burst struct {
 	fake
-	n     int
-	exact bool
+	n int
 }
 
 func (b burst) Chat(_ context.Context, req ChatRequest, send func(Event) error) error {
