@@ -306,31 +306,11 @@ func openAIScripts(t *testing.T, path string) []providertest.Script {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []providertest.Script
+	turns := make([][]provider.Event, 0, len(cas.Turns))
 	for _, turn := range cas.Turns {
-		ev := []string{providertest.OpenAIRole}
-		idx := map[string]int{}
-		finish := "stop"
-		var in, outTok int64
-		for _, e := range turn.Events {
-			switch {
-			case e.TextDelta != "":
-				ev = append(ev, providertest.OpenAIText(e.TextDelta))
-			case e.ToolCallStart != nil:
-				i := len(idx)
-				idx[e.ToolCallStart.CallID] = i
-				ev = append(ev, providertest.OpenAICallStart(i, "call_"+e.ToolCallStart.CallID, e.ToolCallStart.Name))
-				finish = "tool_calls"
-			case e.ToolCallDelta != nil:
-				ev = append(ev, providertest.OpenAICallArgs(idx[e.ToolCallDelta.CallID], e.ToolCallDelta.ArgumentsDelta))
-			case e.Usage != nil:
-				in, outTok = e.Usage.InputTokens, e.Usage.OutputTokens
-			}
-		}
-		ev = append(ev, providertest.OpenAIFinish(finish), providertest.OpenAIUsageChunk(int(in), int(outTok), 0, 0), providertest.OpenAIDone)
-		out = append(out, providertest.Stream(97, ev...))
+		turns = append(turns, turn.Events)
 	}
-	return out
+	return providertest.OpenAITurns(turns)
 }
 
 // TestStrictTaskWithOpenAI is the same task with provider-openai in its

@@ -1,0 +1,456 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fluffy-waffle/fluffy/plugins/provider"
+	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
+	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
+)
+
+// call is one tool call of a scripted model turn.
+type call struct {
+	name string
+	args map[string]any
+}
+
+// project is a small project in its community's usual layout and the
+// change a scripted model makes to it, test-first.
+type project struct {
+	name  string
+	needs string // the host command its tests run with
+	files map[string]string
+	task  string
+	// turns after plan.complete; each turn's calls, in order.
+	turns [][]call
+	// refused: the index of the first call (over all turns) that the
+	// kernel must refuse, or -1.
+	refused int
+	want    map[string]string // files the merge must leave in the project
+	hostRun []string
+	hostOK  string
+}
+
+func write(path, content string) call {
+	return call{"fs.write", map[string]any{"path": path, "content": content}}
+}
+
+var testRun = call{"test.run", map[string]any{}}
+
+const goWordfreq = `// Package wordfreq counts words.
+package wordfreq
+
+import (
+	"strings"
+
+	"example.com/wordfreq/internal/norm"
+)
+
+// Count returns how often each word occurs in s.
+func Count(s string) map[string]int {
+	out := map[string]int{}
+	for _, w := range strings.Fields(s) {
+		out[norm.Word(w)]++
+	}
+	return out
+}
+`
+
+const goWordfreqFixed = `// Package wordfreq counts words.
+package wordfreq
+
+import (
+	"strings"
+
+	"example.com/wordfreq/internal/norm"
+)
+
+// Count returns how often each word occurs in s, ignoring case.
+func Count(s string) map[string]int {
+	out := map[string]int{}
+	for _, w := range strings.Fields(s) {
+		out[strings.ToLower(norm.Word(w))]++
+	}
+	return out
+}
+`
+
+const goCaseTest = `package wordfreq
+
+import "testing"
+
+func TestCountIgnoresCase(t *testing.T) {
+	if got := Count("Go go GO")["go"]; got != 3 {
+		t.Fatalf("Count(\"Go go GO\")[\"go\"] = %d, want 3", got)
+	}
+}
+`
+
+func projects() []project {
+	return []project{{
+		// The Go convention: the package at the module root, its tests
+		// beside it, a helper package under internal/. The first write is
+		// source before any red run, at the root: refused.
+		name: "go", needs: "go",
+		files: map[string]string{
+			"go.mod":                "module example.com/wordfreq\n\ngo 1.22\n",
+			"wordfreq.go":           goWordfreq,
+			"wordfreq_test.go":      "package wordfreq\n\nimport \"testing\"\n\nfunc TestCount(t *testing.T) {\n\tif got := Count(\"a b a\")[\"a\"]; got != 2 {\n\t\tt.Fatalf(\"got %d\", got)\n\t}\n}\n",
+			"internal/norm/norm.go": "// Package norm normalises words.\npackage norm\n\nimport \"strings\"\n\n// Word trims punctuation around w.\nfunc Word(w string) string { return strings.Trim(w, \".,;:!?\") }\n",
+		},
+		task: "make Count ignore case",
+		turns: [][]call{
+			{write("wordfreq.go", goWordfreqFixed)},
+			{write("case_test.go", goCaseTest), testRun},
+			{write("wordfreq.go", goWordfreqFixed), testRun},
+		},
+		refused: 0,
+		want:    map[string]string{"wordfreq.go": goWordfreqFixed, "case_test.go": goCaseTest},
+		hostRun: []string{"go", "test", "./..."}, hostOK: "ok",
+	}, {
+		// A Python package beside tests/, as pytest's docs lay it out.
+		name: "python", needs: "pytest-3",
+		files: map[string]string{
+			"pyproject.toml":       "[project]\nname = \"slugs\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\npythonpath = [\".\"]\n",
+			"slugs/__init__.py":    "from .core import slug\n",
+			"slugs/core.py":        "def slug(s):\n    return s.lower().replace(\" \", \"-\")\n",
+			"tests/test_core.py":   "from slugs import slug\n\n\ndef test_spaces():\n    assert slug(\"A b\") == \"a-b\"\n",
+			"tests/__init__.py":    "",
+			"slugs/py.typed":       "",
+			".gitignore":           "__pycache__/\n.pytest_cache/\n",
+			"tests/conftest.py":    "",
+			"slugs/_version.py":    "VERSION = \"0.1.0\"\n",
+			"tests/data/README.md": "fixtures\n",
+		},
+		task: "strip punctuation in slug",
+		turns: [][]call{
+			{write("tests/test_punct.py", "from slugs import slug\n\n\ndef test_punctuation():\n    assert slug(\"Hi, there!\") == \"hi-there\"\n"), testRun},
+			{write("slugs/core.py", "import re\n\n\ndef slug(s):\n    s = re.sub(r\"[^\\w\\s-]\", \"\", s)\n    return s.lower().replace(\" \", \"-\")\n"), testRun},
+		},
+		refused: -1,
+		want:    map[string]string{"slugs/core.py": "import re\n\n\ndef slug(s):\n    s = re.sub(r\"[^\\w\\s-]\", \"\", s)\n    return s.lower().replace(\" \", \"-\")\n"},
+		hostRun: []string{"pytest-3", "-q", "-p", "no:cacheprovider"}, hostOK: "2 passed",
+	}, {
+		// A Node package: code in lib/, a test beside it (*.test.js), run
+		// by node's own runner.
+		name: "node", needs: "node",
+		files: map[string]string{
+			"package.json":       "{\n  \"name\": \"clampjs\",\n  \"version\": \"1.0.0\",\n  \"main\": \"lib/clamp.js\",\n  \"scripts\": { \"test\": \"node --test\" }\n}\n",
+			"lib/clamp.js":       "function clamp(x, lo, hi) { return Math.min(Math.max(x, lo), hi); }\nmodule.exports = { clamp };\n",
+			"lib/clamp.test.js":  "const test = require('node:test');\nconst assert = require('node:assert');\nconst { clamp } = require('./clamp');\ntest('clamps', () => { assert.strictEqual(clamp(5, 0, 3), 3); });\n",
+			".gitignore":         "node_modules/\n",
+			"README.md":          "# clampjs\n",
+			"lib/internal/id.js": "module.exports = (x) => x;\n",
+		},
+		task: "add wrap to clampjs",
+		turns: [][]call{
+			{write("lib/wrap.test.js", "const test = require('node:test');\nconst assert = require('node:assert');\nconst { wrap } = require('./wrap');\ntest('wraps', () => { assert.strictEqual(wrap(7, 0, 5), 2); });\n"), testRun},
+			{write("lib/wrap.js", "function wrap(x, lo, hi) { const n = hi - lo; return ((((x - lo) % n) + n) % n) + lo; }\nmodule.exports = { wrap };\n"), testRun},
+		},
+		refused: -1,
+		want:    map[string]string{"lib/wrap.js": "function wrap(x, lo, hi) { const n = hi - lo; return ((((x - lo) % n) + n) % n) + lo; }\nmodule.exports = { wrap };\n"},
+		hostRun: []string{"node", "--test"}, hostOK: "# pass 2",
+	}, {
+		// A Rust crate: the library in src/, integration tests in tests/.
+		name: "rust", needs: "cargo",
+		files: map[string]string{
+			"Cargo.toml":      "[package]\nname = \"ranges\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+			"src/lib.rs":      "pub fn clamp(x: i32, lo: i32, hi: i32) -> i32 {\n    x.max(lo).min(hi)\n}\n",
+			"tests/clamp.rs":  "#[test]\nfn clamps() {\n    assert_eq!(ranges::clamp(5, 0, 3), 3);\n}\n",
+			".gitignore":      "/target\n",
+			"benches/.keep":   "",
+			"examples/use.rs": "fn main() {\n    println!(\"{}\", ranges::clamp(1, 0, 2));\n}\n",
+		},
+		task: "add span to ranges",
+		turns: [][]call{
+			{write("tests/span.rs", "#[test]\nfn spans() {\n    assert_eq!(ranges::span(2, 7), 5);\n}\n"), testRun},
+			{write("src/lib.rs", "pub fn clamp(x: i32, lo: i32, hi: i32) -> i32 {\n    x.max(lo).min(hi)\n}\n\npub fn span(lo: i32, hi: i32) -> i32 {\n    hi - lo\n}\n"), testRun},
+		},
+		refused: -1,
+		want:    map[string]string{"src/lib.rs": "pub fn clamp(x: i32, lo: i32, hi: i32) -> i32 {\n    x.max(lo).min(hi)\n}\n\npub fn span(lo: i32, hi: i32) -> i32 {\n    hi - lo\n}\n"},
+		hostRun: []string{"cargo", "test", "--offline"}, hostOK: "test result: ok. 1 passed",
+	}}
+}
+
+// events are a scripted model's turns: plan.complete, the project's turns,
+// then a closing answer.
+func (p project) events() [][]provider.Event {
+	var turns [][]provider.Event
+	all := append([][]call{{{"plan.complete", map[string]any{"plan": "1. a failing test. 2. the change. 3. red, then green."}}}}, p.turns...)
+	n := 0
+	for _, calls := range all {
+		var evs []provider.Event
+		for _, c := range calls {
+			n++
+			id := fmt.Sprintf("c%d", n)
+			a, _ := json.Marshal(c.args)
+			half := len(a) / 2
+			evs = append(evs,
+				provider.Event{ToolCallStart: &provider.ToolCallStart{CallID: id, Name: c.name}},
+				provider.Event{ToolCallDelta: &provider.ToolCallDelta{CallID: id, ArgumentsDelta: string(a[:half])}},
+				provider.Event{ToolCallDelta: &provider.ToolCallDelta{CallID: id, ArgumentsDelta: string(a[half:])}},
+				provider.Event{ToolCallEnd: &provider.ToolCallEnd{CallID: id, Name: c.name, Arguments: a}})
+		}
+		turns = append(turns, append(evs, provider.Event{Done: &provider.Done{StopReason: provider.StopToolUse}}))
+	}
+	return append(turns, []provider.Event{{TextDelta: "Done: the tests pass."}, {Done: &provider.Done{StopReason: provider.StopEndTurn}}})
+}
+
+func (p project) cassette(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	w := cassette.NewWriter(&b)
+	w.CheckRequests = false
+	for _, evs := range p.events() {
+		if err := w.Add(provider.ChatRequest{}, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+// fluffy is the binary `make build` made, beside its plugins.
+func fluffyBin(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "bin", "fluffy")
+	for _, p := range []string{bin, filepath.Join(root, "bin", "plugins", "provider-replay", "plugin.yaml"), filepath.Join(root, "bin", "plugins", "runtime-docker", "runtime-docker")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s is missing: the end-to-end tests run what `make build` builds (make test builds it first): %v", p, err)
+		}
+	}
+	return bin
+}
+
+func needDocker(t *testing.T) {
+	t.Helper()
+	if err := exec.Command("docker", "info").Run(); err != nil {
+		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
+			t.Fatalf("FLUFFY_REQUIRE_DOCKER is set but docker does not answer: %v", err)
+		}
+		t.Skipf("Docker is not available: %v", err)
+	}
+}
+
+// user runs commands as a person at a shell in one project and one home.
+type user struct {
+	t      *testing.T
+	fluffy string
+	dir    string
+	env    []string
+}
+
+func (u user) run(args ...string) (stdout, stderr string, code int) {
+	u.t.Helper()
+	cmd := exec.Command(u.fluffy, args...)
+	cmd.Dir, cmd.Env = u.dir, u.env
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		u.t.Fatalf("fluffy %v: %v", args, err)
+	}
+	return so.String(), se.String(), code
+}
+
+func (u user) git(args ...string) string {
+	u.t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=e2e", "-c", "user.email=e2e@example.com"}, args...)...)
+	cmd.Dir = u.dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		u.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// newProject writes p into a fresh git repository and returns the user
+// working in it on home.
+func newProject(t *testing.T, fluffy, home string, p project, extraEnv ...string) user {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range p.files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(os.Environ(), "FLUFFY_HOME="+home)
+	env = append(env, extraEnv...)
+	u := user{t: t, fluffy: fluffy, dir: dir, env: env}
+	u.git("init", "-q", "-b", "main")
+	u.git("add", "-A")
+	u.git("commit", "-q", "-m", "first")
+	t.Cleanup(func() { _, _, _ = u.run("kernel", "stop") })
+	return u
+}
+
+// result is what a --json task printed.
+type result struct {
+	code     int
+	status   string
+	commit   string
+	tools    []string // name=test_status or name!ERROR_CODE, in order
+	stderr   string
+	lastLine string
+}
+
+func (u user) task(args ...string) result {
+	u.t.Helper()
+	out, stderr, code := u.run(args...)
+	r := result{code: code, stderr: stderr}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct {
+			Type string `json:"type"`
+			Tool *struct {
+				Name       string `json:"name"`
+				TestStatus string `json:"test_status"`
+				Error      *struct {
+					Code string `json:"code"`
+					What string `json:"what"`
+				} `json:"error"`
+			} `json:"tool"`
+			Done *struct {
+				Status string `json:"status"`
+				Commit string `json:"commit"`
+			} `json:"done"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			u.t.Fatalf("stdout line is not a JSON event: %q", sc.Text())
+		}
+		r.lastLine = sc.Text()
+		if ev.Type == "tool_result" && ev.Tool != nil {
+			s := ev.Tool.Name + "=" + ev.Tool.TestStatus
+			if ev.Tool.Error != nil {
+				s = ev.Tool.Name + "!" + ev.Tool.Error.Code
+			}
+			r.tools = append(r.tools, s)
+		}
+		if ev.Done != nil {
+			r.status, r.commit = ev.Done.Status, ev.Done.Commit
+		}
+	}
+	return r
+}
+
+// check asserts a task of p ended merged and committed, test-first, and
+// that the project's own tests pass on the host afterwards.
+func check(t *testing.T, u user, p project, r result) {
+	t.Helper()
+	if r.code != 0 || r.status != "done" {
+		t.Fatalf("%s: exit %d, status %q\ntools: %q\nlast event: %.800s\nstderr:\n%s", p.name, r.code, r.status, r.tools, r.lastLine, r.stderr)
+	}
+	tl := strings.Join(r.tools, " ")
+	red, green := strings.Index(tl, "test.run=red"), strings.LastIndex(tl, "test.run=green")
+	if red < 0 || green < red {
+		t.Fatalf("%s: tool results %s: want a red then a green test run", p.name, tl)
+	}
+	writes := 0
+	for _, s := range r.tools {
+		if strings.HasPrefix(s, "fs.write") {
+			if refused := strings.HasPrefix(s, "fs.write!"); refused != (writes == p.refused) {
+				t.Fatalf("%s: write %d result %q (want refused only at %d); all: %q", p.name, writes, s, p.refused, r.tools)
+			}
+			writes++
+		}
+	}
+	for path, want := range p.want {
+		if got, _ := os.ReadFile(filepath.Join(u.dir, path)); string(got) != want {
+			t.Fatalf("%s: %s was not merged:\n%s", p.name, path, got)
+		}
+	}
+	log := strings.TrimSpace(u.git("log", "--format=%H %s"))
+	if n := len(strings.Split(log, "\n")); n != 2 || r.commit == "" || !strings.HasPrefix(log, r.commit) {
+		t.Fatalf("%s: want one new commit %q on top of the first, git log:\n%s", p.name, r.commit, log)
+	}
+	cmd := exec.Command(p.hostRun[0], p.hostRun[1:]...)
+	cmd.Dir = u.dir
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), p.hostOK) {
+		t.Fatalf("%s: the merged project's tests on the host: %v\n%s", p.name, err, out)
+	}
+}
+
+// TestCommunityLayouts changes a Go module (code at the root), a Python
+// package, a Node package and a Rust crate test-first with the default
+// policy, all four tasks at once on one $FLUFFY_HOME, the provider named
+// on the command line (`--provider replay`, its cassette in the project's
+// config) as a user types it.
+func TestCommunityLayouts(t *testing.T) {
+	needDocker(t)
+	fluffy := fluffyBin(t)
+	home := shortHome(t)
+	for _, p := range projects() {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel() // -parallel (GOMAXPROCS) tasks at once on the one home
+			if _, err := exec.LookPath(p.needs); err != nil {
+				t.Fatalf("the %s project needs %s on the host (.ci/run installs it)", p.name, p.needs)
+			}
+			u := newProject(t, fluffy, home, p)
+			cas := filepath.Join(u.dir, ".fluffy", "cassette.jsonl")
+			if err := os.MkdirAll(filepath.Dir(cas), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(cas, []byte(p.cassette(t)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, stderr, code := u.run("config", "set", "--project", "providers.replay.cassette", cas); code != 0 {
+				t.Fatalf("config set: exit %d\n%s", code, stderr)
+			}
+			check(t, u, p, u.task("--provider", "replay", "--yes", "--json", p.task))
+		})
+	}
+}
+
+// TestGoModuleWithOpenAI is the Go task with provider-openai talking to a
+// local fake of the Chat Completions API (byte for byte as the service
+// streams), selected by --provider and --model with the key and base URL
+// in the environment. The kernel runs as a local process (--l1 none): the
+// fake listens on the host's loopback, which an L1 container cannot reach.
+func TestGoModuleWithOpenAI(t *testing.T) {
+	needDocker(t)
+	fluffy := fluffyBin(t)
+	home := shortHome(t)
+	p := projects()[0]
+	srv := providertest.New()
+	t.Cleanup(srv.Close)
+	srv.Play(providertest.OpenAITurns(p.events())...)
+	u := newProject(t, fluffy, home, p, "OPENAI_API_KEY=sk-e2e-not-a-real-key", "OPENAI_BASE_URL="+srv.URL()+"/v1")
+	r := u.task("--provider", "openai", "--model", "gpt-4.1", "--l1", "none", "--yes", "--json", p.task)
+	check(t, u, p, r)
+	reqs := srv.Requests()
+	if len(reqs) < len(p.events()) {
+		t.Fatalf("the fake saw %d requests for %d turns", len(reqs), len(p.events()))
+	}
+	if !strings.Contains(string(reqs[0].Body), `"model":"gpt-4.1"`) {
+		t.Fatalf("the first request does not ask for --model gpt-4.1:\n%.600s", reqs[0].Body)
+	}
+}
+
+// shortHome is a fresh $FLUFFY_HOME under /tmp: its unix sockets must fit
+// the 108-byte limit, which a deep t.TempDir() can exceed.
+func shortHome(t *testing.T) string {
+	t.Helper()
+	h, err := os.MkdirTemp("", "fh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(h) })
+	return h
+}
