@@ -1,10 +1,22 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
+
+// goUndefinedLines is n statements, each naming a type that does not
+// exist (Frame1, Frame2, ...).
+func goUndefinedLines(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "\tvar _ = Frame%d{}\n", i)
+	}
+	return b.String()
+}
 
 // goFixtures are tiny real Go modules, one per classification.
 var goFixtures = map[string]map[string]string{
@@ -26,6 +38,25 @@ var goFixtures = map[string]map[string]string{
 	},
 	"notests": {
 		"a.go": "package a\n\nfunc Add(a, b int) int { return a + b }\n",
+	},
+	// A kata as a model meets it: the stub does not compile (a method of
+	// a type not written yet) and the tests name 12 more things that do
+	// not exist, past the compiler's default limit of ten errors.
+	"gokata": {
+		"bowling.go":      "package bowling\n\nfunc (g *Game) Roll(pins int) {}\n",
+		"bowling_test.go": "package bowling\n\nimport \"testing\"\n\nfunc TestGame(t *testing.T) {\n" + goUndefinedLines(12) + "}\n",
+		"other/other.go":  "package other\n\nfunc F() int { return \"x\" }\n",
+	},
+	// A dependency the sandbox cannot fetch: no change to the code fixes
+	// it there.
+	"gomissingmod": {
+		"a.go":      "package a\n\nimport \"github.com/nonexistent-owner/nonexistent\"\n\nvar _ = nonexistent.X\n",
+		"a_test.go": "package a\n\nimport \"testing\"\n\nfunc TestA(t *testing.T) {}\n",
+	},
+	// go.mod needs a toolchain newer than the sandbox's.
+	"gotoonew": {
+		"go.mod":    "module example.com/gotoonew\n\ngo 1.99\n",
+		"a_test.go": "package a\n\nimport \"testing\"\n\nfunc TestA(t *testing.T) {}\n",
 	},
 	"sleep": {
 		"a_test.go": "package a\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestQuick(t *testing.T) {}\n\nfunc TestSleep(t *testing.T) { time.Sleep(time.Hour) }\n",
@@ -154,6 +185,11 @@ var cargoFixtures = map[string]map[string]string{
 	"cargocodeundefined": {
 		"src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 {\n    plus(a, b)\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        assert_eq!(super::add(1, 2), 3);\n    }\n}\n",
 	},
+	// A kata: the stub does not compile (wrong return type) and the tests
+	// call a method and a function that do not exist yet.
+	"cargokata": {
+		"src/lib.rs": "pub struct Game;\n\nimpl Game {\n    pub fn score(&self) -> u32 {\n        \"0\"\n    }\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn gutter() {\n        let g = Game::new();\n        assert_eq!(frames(&g), 0);\n    }\n}\n",
+	},
 	"cargonotests": {
 		"src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
 	},
@@ -203,6 +239,14 @@ var pyFixtures = map[string]map[string]string{
 		"calc.py":      "def add(a, b):\n    return a + b\n",
 		"test_calc.py": "from calc import add\n\n\ndef test_add(:\n    pass\n",
 	},
+	// A kata: a stub, a test that fails on it, a test of a name the stub
+	// does not have yet, and a test module with a syntax error.
+	"pykata": {
+		"bowling.py":      "class Game:\n    def roll(self, pins):\n        pass\n\n    def score(self):\n        return 0\n",
+		"test_bowling.py": "from bowling import Game\n\n\ndef roll_many(g, n, pins):\n    for _ in range(n):\n        g.roll(pins)\n\n\ndef test_gutter():\n    g = Game()\n    roll_many(g, 20, 0)\n    assert g.score() == 0\n\n\ndef test_all_ones():\n    g = Game()\n    roll_many(g, 20, 1)\n    assert g.score() == 20\n",
+		"test_frames.py":  "from bowling import Frame\n\n\ndef test_frame():\n    assert Frame(1, 2).total() == 3\n",
+		"test_broken.py":  "from bowling import Game\n\ndef test_strike(:\n    pass\n",
+	},
 	"pyfixture": {
 		"test_calc.py": "import pytest\n\n\n@pytest.fixture\ndef thing():\n    raise RuntimeError(\"boom\")\n\n\ndef test_uses(thing):\n    pass\n",
 	},
@@ -243,11 +287,20 @@ func writeGoFixtures(tb testing.TB, dir string) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			tb.Fatal(err)
 		}
-		files["go.mod"] = "module example.com/" + name + "\n\ngo 1.22\n"
+		gomod := "module example.com/" + name + "\n\ngo 1.22\n"
+		if c, ok := files["go.mod"]; ok {
+			gomod = c
+		}
 		for f, c := range files {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(d, f)), 0o755); err != nil {
+				tb.Fatal(err)
+			}
 			if err := os.WriteFile(filepath.Join(d, f), []byte(c), 0o644); err != nil {
 				tb.Fatal(err)
 			}
+		}
+		if err := os.WriteFile(filepath.Join(d, "go.mod"), []byte(gomod), 0o644); err != nil {
+			tb.Fatal(err)
 		}
 	}
 	for name, files := range pyFixtures {

@@ -76,7 +76,9 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 	}
 	env := append(j.baseEnv(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local",
 		"GOTELEMETRY=off", "GOENV=off", "CGO_ENABLED=0", "GOCACHE="+gocache, "GOTMPDIR="+gowork)
-	argv := []string{"go", "test", "-json", "-count=1", "-timeout=0",
+	// -e: every compile error of the project's packages, not the first
+	// ten (the one a model must fix can be the eleventh).
+	argv := []string{"go", "test", "-json", "-count=1", "-timeout=0", goAllErrors(cwd),
 		"-exec", strings.Join(landlock.Command(j.self, confined), " ")}
 	cover := filepath.Join(j.scratch, "cover.out")
 	if j.args.Coverage {
@@ -124,9 +126,20 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 		if os.IsNotExist(res.err) || strings.Contains(res.err.Error(), "executable file not found") {
 			run.Summary += "; the Go toolchain is not in the sandbox: list its directory (e.g. /usr/local/go) in the policy's toolchains section"
 		}
+	case run.Status == "" && res.exitCode != 0 && goTooNew(j.log.Bytes()) != "":
+		// No change to the code fixes this: the sandbox has one toolchain.
+		msg := goTooNew(j.log.Bytes())
+		run.Status = testrun.BuildFailed
+		run.BuildErrors = []testrun.BuildError{{File: relToWorkspace(j.ws, cwd, "go.mod"), Message: clip(msg, 1024)}}
+		run.Summary = "the sandbox's Go toolchain is older than go.mod's go line and cannot download another (no network): install that Go on the host and list it in the policy's toolchains section, or lower the go line if the code does not need it"
 	case run.Status == "" && res.exitCode != 0:
 		run.Status = testrun.RunnerError
 		run.Summary = fmt.Sprintf("go test failed before running anything (%s): %s", res.state, clip(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024))
+	}
+	if run.Status == testrun.BuildFailed && run.Summary == "" {
+		run.Summary = "a module the code imports is not in the sandbox's module cache and cannot be downloaded there (no network): run `go mod download` (or `go test ./...` once) in the project on the host, so ~/go/pkg/mod has it"
+	} else if run.Status == testrun.Red && len(run.BuildErrors) > 0 && run.Summary == "" {
+		run.Summary = "the build failed in " + clip(strings.Join(failedPackages(run.BuildErrors), ", "), 512) + ": every compile error is listed in build_errors"
 	}
 	if run.Status == testrun.Red || run.Status == testrun.Green {
 		if j.args.Coverage {
@@ -263,18 +276,16 @@ func parseGo(stream []byte, ws, cwd string) (run testrun.Run, full string, unfin
 	return run, fb.String(), unfinished
 }
 
-// classifyGo: build errors decide first (red when every one is a test
-// file's reference to something that does not exist yet), then failures,
-// then passes.
+// classifyGo: build errors decide first, then failures, then passes. A
+// build error is red — the project's code or tests do not compile yet and
+// a change to them fixes it — unless it is one no change to the code can
+// fix (a module the sandbox cannot fetch, a dependency that is not
+// installed): that is build_error. Undefined and InTestFile still say
+// which errors are a new test's missing names.
 func classifyGo(run testrun.Run) testrun.Status {
 	if len(run.BuildErrors) > 0 {
 		for _, be := range run.BuildErrors {
-			if missingModule(be.Message) {
-				return testrun.RunnerError
-			}
-		}
-		for _, be := range run.BuildErrors {
-			if !be.InTestFile || !be.Undefined {
+			if unfixable(be) {
 				return testrun.BuildFailed
 			}
 		}
@@ -293,11 +304,54 @@ func classifyGo(run testrun.Run) testrun.Status {
 	return testrun.NoTests
 }
 
+// unfixable: the runner's words for what the environment lacks rather
+// than what the code gets wrong: the go command's module it cannot fetch
+// (GOPROXY=off, no network) or verify, Python's import of a module that
+// is neither in the project nor installed.
+func unfixable(be testrun.BuildError) bool {
+	return missingModule(be.Message) ||
+		strings.HasPrefix(be.Message, "ModuleNotFoundError: ") && !be.Undefined
+}
+
 // missingModule reports the go command's words for a module the sandbox
-// cannot fetch (GOPROXY=off, no network) or verify. The classification
-// itself comes from the build-fail event; this only picks the fix.
+// cannot fetch (GOPROXY=off, no network) or verify.
 func missingModule(msg string) bool {
 	return strings.Contains(msg, "GOPROXY=off") || strings.Contains(msg, "missing go.sum entry")
+}
+
+// goTooNew finds the go command's refusal of a go.mod that needs a newer
+// toolchain than the sandbox's ("go: go.mod requires go >= 1.99 (running
+// go 1.26; GOTOOLCHAIN=local)"), "" if there is none.
+func goTooNew(log []byte) string {
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.Contains(l, "requires go >= ") && strings.Contains(l, "GOTOOLCHAIN=local") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
+// goAllErrors is the -gcflags that lifts the compiler's ten-error limit
+// for the module's own packages only (the standard library and the
+// dependencies keep their cached builds).
+func goAllErrors(modRoot string) string {
+	if mp := goModulePath(filepath.Join(modRoot, "go.mod")); mp != "" && !strings.ContainsAny(mp, " =") {
+		return "-gcflags=" + mp + "/...=-e"
+	}
+	return "-gcflags=-e"
+}
+
+// failedPackages names the packages of errs, in order, once each.
+func failedPackages(errs []testrun.BuildError) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, be := range errs {
+		if be.Package != "" && !seen[be.Package] {
+			seen[be.Package] = true
+			out = append(out, be.Package)
+		}
+	}
+	return out
 }
 
 // parseBuildOutput turns the compiler's and go command's diagnostics of

@@ -5,6 +5,7 @@ import (
 
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +77,9 @@ var classCases = []classCase{
 			t.Errorf("build error %+v", be)
 		}
 	}},
-	{"build error", `{"path":"builderr"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+	// The code under test does not compile: red (a change to the code
+	// fixes it), the error listed with its place.
+	{"build error", `{"path":"builderr"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
 		if len(r.BuildErrors) != 1 || r.BuildErrors[0].File != "builderr/a.go" || r.BuildErrors[0].Line != 3 || r.BuildErrors[0].InTestFile {
 			t.Errorf("build errors %+v", r.BuildErrors)
 		}
@@ -85,6 +88,41 @@ var classCases = []classCase{
 		}
 	}},
 	{"no tests", `{"path":"notests"}`, testrun.NoTests, nil},
+	{"go kata that does not compile", `{"path":"gokata/..."}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		// Every error, past the compiler's ten: Game in the stub, Frame1
+		// to Frame12 in the test, and the other package's type error.
+		want := map[string]bool{"bowling.go:3 undefined: Game": true, "other/other.go:3 ": true}
+		for i := 1; i <= 12; i++ {
+			want[fmt.Sprintf("bowling_test.go:%d undefined: Frame%d", 5+i, i)] = true
+		}
+		for _, be := range r.BuildErrors {
+			for w := range want {
+				if strings.HasPrefix(strings.TrimPrefix(be.File, "gokata/")+fmt.Sprintf(":%d ", be.Line)+be.Message, w) {
+					delete(want, w)
+				}
+			}
+		}
+		if len(want) != 0 || len(r.BuildErrors) != 14 {
+			t.Errorf("missing %v in %d build errors %+v", want, len(r.BuildErrors), r.BuildErrors)
+		}
+		pkgs := map[string]bool{}
+		for _, p := range failedPackages(r.BuildErrors) {
+			pkgs[p] = true
+		}
+		if !pkgs["example.com/gokata"] || !pkgs["example.com/gokata/other"] || !strings.Contains(r.Summary, "build failed in ") || !strings.Contains(r.Summary, "example.com/gokata/other") {
+			t.Errorf("summary %q packages %v: both failing packages must be named", r.Summary, pkgs)
+		}
+	}},
+	{"go module the sandbox cannot fetch", `{"path":"gomissingmod"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) == 0 || !strings.Contains(r.BuildErrors[0].Message, "GOPROXY=off") || !strings.Contains(r.Summary, "go mod download") {
+			t.Errorf("build errors %+v summary %q", r.BuildErrors, r.Summary)
+		}
+	}},
+	{"go.mod needs a newer go", `{"path":"gotoonew"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+		if len(r.BuildErrors) != 1 || r.BuildErrors[0].File != "gotoonew/go.mod" || !strings.Contains(r.BuildErrors[0].Message, "requires go >= 1.99") || !strings.Contains(r.Summary, "toolchains") {
+			t.Errorf("build errors %+v summary %q", r.BuildErrors, r.Summary)
+		}
+	}},
 	{"coverage", `{"path":"green","coverage":true}`, testrun.Green, func(t *testing.T, r testrun.Run) {
 		if r.Coverage == nil || r.Coverage.Percent != 100 || r.Coverage.Files["green/a.go"] != 100 {
 			t.Errorf("coverage %+v", r.Coverage)
@@ -172,8 +210,22 @@ var classCases = []classCase{
 			t.Errorf("summary %q", r.Summary)
 		}
 	}},
-	{"pytest syntax error in test", `{"path":"pysyntax"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+	{"pytest syntax error in test", `{"path":"pysyntax"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
 		if len(r.BuildErrors) != 1 || r.BuildErrors[0].File != "pysyntax/test_calc.py" || r.BuildErrors[0].Line != 4 || !r.BuildErrors[0].InTestFile || r.BuildErrors[0].Undefined {
+			t.Errorf("build errors %+v", r.BuildErrors)
+		}
+	}},
+	{"pytest kata", `{"path":"pykata"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		// The modules that import run (one passes, one fails); the two
+		// that do not are listed, each with its place.
+		if r.Counts != (testrun.Counts{Passed: 1, Failed: 1}) || r.Tests[0].Name != "test_all_ones" {
+			t.Errorf("counts %+v tests %+v", r.Counts, r.Tests)
+		}
+		got := map[string]bool{}
+		for _, be := range r.BuildErrors {
+			got[fmt.Sprintf("%s:%d %s", be.File, be.Line, strings.SplitN(be.Message, ":", 2)[0])] = true
+		}
+		if len(r.BuildErrors) != 2 || !got["pykata/test_frames.py:1 ImportError"] || !got["pykata/test_broken.py:3 SyntaxError"] {
 			t.Errorf("build errors %+v", r.BuildErrors)
 		}
 	}},
@@ -218,7 +270,7 @@ var classCases = []classCase{
 			t.Errorf("build errors %+v", r.BuildErrors)
 		}
 	}},
-	{"cargo build error", `{"path":"cargobuilderr"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+	{"cargo build error", `{"path":"cargobuilderr"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
 		if len(r.BuildErrors) == 0 || r.BuildErrors[0].File != "cargobuilderr/src/lib.rs" || r.BuildErrors[0].Line != 2 || r.BuildErrors[0].InTestFile {
 			t.Errorf("build errors %+v", r.BuildErrors)
 		}
@@ -226,9 +278,23 @@ var classCases = []classCase{
 			t.Errorf("summary %q", r.Summary)
 		}
 	}},
-	{"cargo undefined in code", `{"path":"cargocodeundefined"}`, testrun.BuildFailed, func(t *testing.T, r testrun.Run) {
+	{"cargo undefined in code", `{"path":"cargocodeundefined"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
 		if len(r.BuildErrors) == 0 || r.BuildErrors[0].File != "cargocodeundefined/src/lib.rs" || !r.BuildErrors[0].Undefined || r.BuildErrors[0].InTestFile {
 			t.Errorf("build errors %+v", r.BuildErrors)
+		}
+	}},
+	{"cargo kata", `{"path":"cargokata"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
+		// Every rustc error: the stub's type error and both missing
+		// names in the tests.
+		got := map[string]bool{}
+		for _, be := range r.BuildErrors {
+			code, _, _ := strings.Cut(be.Message, ":")
+			got[fmt.Sprintf("%s:%d %s", be.File, be.Line, code)] = true
+		}
+		for _, w := range []string{"cargokata/src/lib.rs:5 E0308", "cargokata/src/lib.rs:15 E0599", "cargokata/src/lib.rs:16 E0425"} {
+			if !got[w] {
+				t.Errorf("no %s in build errors %+v", w, r.BuildErrors)
+			}
 		}
 	}},
 	{"cargo no tests", `{"path":"cargonotests"}`, testrun.NoTests, nil},

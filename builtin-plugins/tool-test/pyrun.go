@@ -25,8 +25,11 @@ func (j *job) runPytest(ctx context.Context, timeout time.Duration) testrun.Run 
 		return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
 	}
 	report := filepath.Join(confined, "junit.xml")
+	// --continue-on-collection-errors: the modules that import still run,
+	// so one result has both the failing tests and every module that
+	// does not import.
 	argv := append(landlock.Command(j.self, confined), "python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-		"--rootdir="+j.ws, "--junitxml="+report, "-o", "junit_family=xunit2")
+		"--continue-on-collection-errors", "--rootdir="+j.ws, "--junitxml="+report, "-o", "junit_family=xunit2")
 	if j.target != "." {
 		argv = append(argv, j.target)
 	}
@@ -74,7 +77,8 @@ func pytestExitDisagrees(run testrun.Run, code int) string {
 	case testrun.Red:
 		ok = code == 1 || code == 2 && len(run.BuildErrors) > 0
 	case testrun.BuildFailed:
-		ok = code == 2
+		// 1 under --continue-on-collection-errors, 2 without it.
+		ok = code == 1 || code == 2
 	default:
 		return ""
 	}

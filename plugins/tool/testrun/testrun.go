@@ -11,21 +11,22 @@ import (
 type Status string
 
 const (
-	// Red: at least one test failed, or a test file the session wrote fails
-	// to build because what it tests does not exist yet (Go `undefined:`
-	// in that _test.go; rustc's missing-name errors in test code).
+	// Red: at least one test failed, or the project's code or tests do
+	// not compile yet (every error is in BuildErrors; Undefined and
+	// InTestFile mark a new test's references to code not written yet).
 	Red Status = "red"
 	// Green: tests ran and all passed.
 	Green Status = "green"
 	// NoTests: the runner found nothing to run.
 	NoTests Status = "no_tests"
-	// BuildFailed: the build failed somewhere other than a new test's
-	// reference to code that does not exist yet.
+	// BuildFailed: the build failed for a reason no change to the code
+	// fixes in the sandbox: a module, dependency or toolchain it cannot
+	// reach.
 	BuildFailed Status = "build_error"
 	// Timeout: the run passed its deadline and was killed.
 	Timeout Status = "timeout"
 	// RunnerError: the runner itself could not run (missing toolchain,
-	// missing module, crash of the runner).
+	// crash of the runner).
 	RunnerError Status = "runner_error"
 )
 
