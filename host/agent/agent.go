@@ -116,6 +116,7 @@ type taskRun struct {
 	turn      int
 	tokens    int64
 	cost      float64
+	turnCost  float64 // the last turn's
 	nudges    int
 	lastState string
 	lastMode  string
@@ -140,6 +141,7 @@ func (a *Agent) Run(ctx context.Context, task string) DoneEvent {
 	if done.Files == nil {
 		done.Files = t.files
 	}
+	done.CostUSD, done.Tokens = t.cost, t.tokens
 	a.emit(Event{Type: EventDone, Turn: t.turn, Done: &done})
 	return done
 }
@@ -319,7 +321,7 @@ func (a *Agent) limitReached(t *taskRun) (DoneEvent, bool) {
 	case l.MaxTokens > 0 && t.tokens >= l.MaxTokens:
 		why = fmt.Sprintf("the task used %d tokens, its limit is %d (agent.max_tokens)", t.tokens, l.MaxTokens)
 	case l.MaxCostUSD > 0 && t.cost >= l.MaxCostUSD:
-		why = fmt.Sprintf("the task cost $%.4f, its limit is $%.2f (agent.max_cost_usd)", t.cost, l.MaxCostUSD)
+		why = fmt.Sprintf("the task cost $%.4f, its limit is $%.2f (--max-cost or agent.max_cost_usd); raise the limit to go on", t.cost, l.MaxCostUSD)
 	case l.MaxDuration > 0 && elapsed >= l.MaxDuration:
 		why = fmt.Sprintf("the task ran %s, its limit is %s (agent.max_duration)", elapsed.Round(time.Second), l.MaxDuration)
 	default:
@@ -331,7 +333,7 @@ func (a *Agent) limitReached(t *taskRun) (DoneEvent, bool) {
 func (a *Agent) budget(t *taskRun, ctxTokens int64) {
 	l := a.o.Limits
 	b := &BudgetEvent{Turns: t.turn, MaxTurns: l.MaxTurns, Tokens: t.tokens, MaxTokens: l.MaxTokens,
-		CostUSD: t.cost, MaxCostUSD: l.MaxCostUSD, ElapsedMS: a.o.Now().Sub(t.start).Milliseconds(),
+		CostUSD: t.cost, TurnCostUSD: t.turnCost, CostKnown: l.Cost != nil, MaxCostUSD: l.MaxCostUSD, ElapsedMS: a.o.Now().Sub(t.start).Milliseconds(),
 		MaxMS: l.MaxDuration.Milliseconds(), ContextTokens: ctxTokens}
 	a.lastBudget.Store(b)
 	a.emit(Event{Type: EventBudget, Turn: t.turn, Budget: b})
@@ -440,7 +442,11 @@ func (a *Agent) stream(ctx context.Context, t *taskRun, req provider.ChatRequest
 	u := res.Usage
 	t.tokens += u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 	l := a.o.Limits
-	t.cost += (float64(u.InputTokens+u.CacheWriteTokens)*l.PriceIn + float64(u.CacheReadTokens)*l.PriceIn*0.1 + float64(u.OutputTokens)*l.PriceOut) / 1e6
+	t.turnCost = 0
+	if l.Cost != nil {
+		t.turnCost = l.Cost(u)
+		t.cost += t.turnCost
+	}
 	a.est.calibrate(estimated, u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens)
 	return res, nil
 }

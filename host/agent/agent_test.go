@@ -542,3 +542,36 @@ func TestSpentProviderRetriesAreNotRepeated(t *testing.T) {
 		}
 	}
 }
+
+// A cost limit acts once the model's prices are known: each turn's usage
+// is priced, the budget events carry the turn's and the task's cost, and
+// the task stops with the limit named and how to go on.
+func TestCostLimit(t *testing.T) {
+	var turns []func(provider.ChatRequest) []provider.Event
+	for i := range 10 {
+		turns = append(turns, calls(tc{fmt.Sprintf("c%d", i), "fs.write", fmt.Sprintf(`{"path":"f%d","content":"x"}`, i)}))
+	}
+	a, _, _, rec := newTestAgent(&scripted{turns: turns}, map[string]string{})
+	// $1 a turn, whatever the usage: the limit of $2.50 stops the third.
+	a.o.Limits.Cost = func(provider.Usage) float64 { return 1 }
+	a.o.Limits.MaxCostUSD = 2.5
+	done := a.Run(context.Background(), "write many")
+	if done.Status != StatusStopped || !strings.Contains(done.Reason, "$3.0000") || !strings.Contains(done.Reason, "--max-cost") || done.CostUSD != 3 {
+		t.Fatalf("done = %+v", done)
+	}
+	var last *BudgetEvent
+	for _, e := range rec.evs {
+		if e.Budget != nil && e.Budget.TurnCostUSD > 0 {
+			last = e.Budget
+		}
+	}
+	if last == nil || last.TurnCostUSD != 1 || last.CostUSD != 3 || !last.CostKnown {
+		t.Fatalf("last priced budget event: %+v", last)
+	}
+	// Without prices no cost is counted and the limit cannot act.
+	a2, _, _, _ := newTestAgent(&scripted{turns: turns[:3]}, map[string]string{})
+	a2.o.Limits.MaxCostUSD = 0.01
+	if done := a2.Run(context.Background(), "write"); done.Status == StatusStopped || done.CostUSD != 0 {
+		t.Fatalf("unpriced: %+v", done)
+	}
+}

@@ -157,11 +157,16 @@ type ReviewFile struct {
 // BudgetEvent is the task's consumption against its limits (zero limit:
 // none).
 type BudgetEvent struct {
-	Turns      int     `json:"turns"`
-	MaxTurns   int     `json:"max_turns"`
-	Tokens     int64   `json:"tokens"`
-	MaxTokens  int64   `json:"max_tokens"`
-	CostUSD    float64 `json:"cost_usd,omitempty"`
+	Turns     int     `json:"turns"`
+	MaxTurns  int     `json:"max_turns"`
+	Tokens    int64   `json:"tokens"`
+	MaxTokens int64   `json:"max_tokens"`
+	CostUSD   float64 `json:"cost_usd,omitempty"`
+	// TurnCostUSD is the last turn's share of CostUSD.
+	TurnCostUSD float64 `json:"turn_cost_usd,omitempty"`
+	// CostKnown: the model's prices are known, so CostUSD means dollars
+	// (a local model's zero included).
+	CostKnown  bool    `json:"cost_known,omitempty"`
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 	ElapsedMS  int64   `json:"elapsed_ms"`
 	MaxMS      int64   `json:"max_ms,omitempty"`
@@ -176,4 +181,7 @@ type DoneEvent struct {
 	Summary string   `json:"summary,omitempty"`
 	Files   []string `json:"files,omitempty"`
 	Commit  string   `json:"commit,omitempty"`
+	// CostUSD and Tokens are the whole task's.
+	CostUSD float64 `json:"cost_usd,omitempty"`
+	Tokens  int64   `json:"tokens,omitempty"`
 }

@@ -100,7 +100,7 @@ type Limits struct {
 	MaxTokens   int64
 	MaxCostUSD  float64
 	MaxDuration time.Duration
-	// Prices in US dollars per million input / output tokens (0: unknown,
-	// cost not computed).
-	PriceIn, PriceOut float64
+	// Cost prices one turn's usage in US dollars (nil: the model's prices
+	// are unknown and no cost is counted, so MaxCostUSD cannot act).
+	Cost func(provider.Usage) float64
 }
