@@ -3,6 +3,7 @@ package sandbox
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -27,9 +29,25 @@ func BwrapUsable() (string, error) {
 	}
 	probe := exec.Command(path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true")
 	if out, err := probe.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("bubblewrap cannot create a sandbox here: %v: %s", err, out)
+		return "", fmt.Errorf("bubblewrap cannot create a sandbox here: %v: %s", err, textsafe.Line(string(out), 400))
 	}
 	return path, nil
+}
+
+// CodeBwrapUnavailable: the bwrap sandbox was chosen and bubblewrap is
+// missing or cannot create its namespaces here.
+const CodeBwrapUnavailable = "SANDBOX_BWRAP_UNAVAILABLE"
+
+// ErrBwrapUnavailable is the error of the bwrap sandbox when cause (from
+// BwrapUsable) says bubblewrap cannot run: it names bubblewrap, not a
+// container engine, since the bwrap sandbox needs none.
+func ErrBwrapUnavailable(cause error) *uerr.Error {
+	fix := "install bubblewrap: `sudo apt install bubblewrap` (Debian/Ubuntu) or `sudo dnf install bubblewrap` (Fedora); or use the docker sandbox (`fluffy config set sandbox docker`)"
+	if !errors.Is(cause, exec.ErrNotFound) {
+		fix = "allow unprivileged user namespaces (e.g. `sudo sysctl kernel.unprivileged_userns_clone=1`, or an AppArmor profile for bwrap), or use the docker sandbox (`fluffy config set sandbox docker`)"
+	}
+	return uerr.Wrap(cause, CodeBwrapUnavailable, "cannot start plugin sandboxes: bubblewrap is not usable",
+		cause.Error()+"; the bwrap sandbox (sandbox: bwrap, --sandbox bwrap) runs every plugin in a bubblewrap jail", fix)
 }
 
 // jail builds a bubblewrap command: an empty root with only the given binds,
@@ -194,7 +212,7 @@ func (a *AdapterJail) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.Cl
 }
 
 // Bwrap is the daemonless L2 runtime, chosen explicitly by the user
-// (`--runtime bwrap`): each plugin runs in a bubblewrap jail with fresh
+// (`sandbox: bwrap`, `--sandbox bwrap`): each plugin runs in a bubblewrap jail with fresh
 // namespaces (no network), the workspace read-only at /workspace and its
 // output directory at /out. It cannot enforce memory, CPU or pids limits
 // (no cgroups without a daemon); the docker runtime is the default for that
@@ -218,7 +236,7 @@ type Bwrap struct {
 func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientConfig) (Launched, error) {
 	b.once.Do(func() { b.bwrap, b.reason = BwrapUsable() })
 	if b.reason != nil {
-		return Launched{}, ErrEngineUnreachable(b.reason)
+		return Launched{}, ErrBwrapUnavailable(b.reason)
 	}
 	if err := checkBinary(spec); err != nil {
 		return Launched{}, err
@@ -254,6 +272,10 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 				return Launched{}, fmt.Errorf("build cache: %w", err)
 			}
 			j.rw = append(j.rw, [2]string{spec.BuildCache, GuestCache})
+			if spec.HostGoCache.Path != "" {
+				j.ro = append(j.ro, [2]string{spec.HostGoCache.local(), GuestHostGoCache})
+				j.env = append(j.env, hostGoCacheEnv(spec, GuestHostGoCache)...)
+			}
 			dirs = append(dirs, quotaDir{what: GuestCache + " (its build cache)", dir: spec.BuildCache, limit: cmp.Or(b.CacheBytes, DefaultBwrapCacheBytes)})
 			cache = GuestCache
 		}

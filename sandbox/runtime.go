@@ -36,7 +36,7 @@ type Runtime interface {
 func InstallGuidance(goos string) string {
 	switch goos {
 	case "linux":
-		return "install and start a container engine: `sudo apt install docker.io && sudo systemctl start docker` (Debian/Ubuntu) or `sudo dnf install podman && systemctl --user start podman.socket` (Fedora; then export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock); or run with `--runtime bwrap` to use bubblewrap without a daemon"
+		return "install and start a container engine: `sudo apt install docker.io && sudo systemctl start docker` (Debian/Ubuntu) or `sudo dnf install podman && systemctl --user start podman.socket` (Fedora; then export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock); or set `sandbox: bwrap` (`fluffy config set sandbox bwrap`) to use bubblewrap without a daemon"
 	case "darwin":
 		return "install Docker Desktop: `brew install --cask docker`, then start it once from Applications"
 	case "windows":
