@@ -37,6 +37,10 @@ type Options struct {
 	Workflow        Workflow
 	Finisher        Finisher // nil: no review/merge step
 	Limits          Limits
+	// Brief is the project's part of the system prompt (its instructions
+	// and overview) for the paths the task has touched so far; nil: none.
+	// It is rebuilt for every request, so a summary never drops it.
+	Brief func(touched []string) string
 	// Emit receives every event in order; it must not block for long.
 	Emit   func(Event)
 	Logger hclog.Logger
@@ -55,6 +59,11 @@ type Agent struct {
 	task   string
 	// lastBudget is the most recent budget event (for /budget).
 	lastBudget atomic.Pointer[BudgetEvent]
+	// touched are the paths tool calls named, in first-seen order (the
+	// brief's nested instructions follow them).
+	touchedMu sync.Mutex
+	touched   []string
+	seen      map[string]bool
 }
 
 // New returns an agent for one session.
@@ -551,8 +560,37 @@ func (a *Agent) exec(ctx context.Context, t *taskRun, c *call) {
 		}
 	}
 	a.emitMu.Unlock()
+	a.touch(res.Target)
+	for _, f := range res.Changes {
+		a.touch(f)
+	}
 	a.emit(Event{Type: EventToolResult, Turn: t.turn, Tool: &ToolEvent{CallID: e.CallID, Name: e.Name, Target: res.Target, Plugin: res.Plugin,
 		DurationMS: res.Duration.Milliseconds(), OK: res.OK, Error: res.Err, Summary: res.Summary, Changes: res.Changes, TestStatus: res.TestStatus}})
+}
+
+// touch remembers a project path a call named (at most 64: the brief
+// reads one instructions file per directory on their way).
+func (a *Agent) touch(p string) {
+	if p == "" || strings.ContainsAny(p, "\n\x00") || len(p) > 512 {
+		return
+	}
+	a.touchedMu.Lock()
+	defer a.touchedMu.Unlock()
+	if a.seen == nil {
+		a.seen = map[string]bool{}
+	}
+	if a.seen[p] || len(a.touched) >= 64 {
+		return
+	}
+	a.seen[p] = true
+	a.touched = append(a.touched, p)
+}
+
+// Touched are the paths the session's calls named so far.
+func (a *Agent) Touched() []string {
+	a.touchedMu.Lock()
+	defer a.touchedMu.Unlock()
+	return append([]string(nil), a.touched...)
 }
 
 func boundedArgs(b json.RawMessage) json.RawMessage {
@@ -605,6 +643,12 @@ func (a *Agent) systemPrompt(st Status, tools []Tool) string {
 	if len(st.Available) > 0 {
 		fmt.Fprintf(&b, "Tools available in this state: %s.\n", strings.Join(st.Available, ", "))
 	}
+	if a.o.Brief != nil {
+		if brief := a.o.Brief(a.Touched()); brief != "" {
+			b.WriteString("\n")
+			b.WriteString(brief)
+		}
+	}
 	b.WriteString("\nTools (arguments are described by their schemas):\n")
 	var used int64
 	for i, tl := range tools {
@@ -623,7 +667,9 @@ func (a *Agent) systemPrompt(st Status, tools []Tool) string {
 			fmt.Fprintf(&b, "- %s\n", p)
 		}
 	}
-	b.WriteString("\nWhen a tool refuses a call, read its error: it says why and what to do instead. Do not repeat a call that already returned the same result.")
+	b.WriteString("\nWhen a tool refuses a call, read its error: it says why and what to do instead. Do not repeat a call that already returned the same result. ")
+	b.WriteString("If a write is refused by the workflow, check the state above: in strict mode write or run a failing test first (test.run must be red before source can change); if the policy refuses a path, choose a path it allows or explain to the user what you need. ")
+	b.WriteString("When the user only asks a question, answer it in text without proposing changes.")
 	return b.String()
 }
 

@@ -427,6 +427,9 @@ func TestContextStaysUnderBudgetAndSummarizesOnce(t *testing.T) {
 	a, _, _, _ := newTestAgent(m, map[string]string{})
 	a.o.ContextWindow = 60000
 	a.o.Limits.MaxTurns = 200
+	a.o.Brief = func(touched []string) string {
+		return fmt.Sprintf("PROJECT-BRIEF (%d paths touched, first %v)\n", len(touched), touched[:min(1, len(touched))])
+	}
 	a.Pin("always use tabs")
 	done := a.Run(context.Background(), "long task")
 	if done.Status != StatusStopped || !strings.Contains(done.Reason, "200 turns") {
@@ -439,6 +442,11 @@ func TestContextStaysUnderBudgetAndSummarizesOnce(t *testing.T) {
 		}
 		if !strings.Contains(req.System, "always use tabs") {
 			t.Fatalf("request %d lost the pin", i)
+		}
+		// The project's instructions and overview stand in every request,
+		// after every summary too, and follow the paths the task touched.
+		if !strings.Contains(req.System, "PROJECT-BRIEF") || i > 0 && !strings.Contains(req.System, "first [f0.go]") {
+			t.Fatalf("request %d does not carry the brief:\n%.400s", i, req.System)
 		}
 	}
 	// ~600 tokens a turn, 200 turns, a ~50k history budget: the history
