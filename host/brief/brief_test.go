@@ -82,3 +82,23 @@ func TestInstructionDirs(t *testing.T) {
 		t.Fatalf("dirs %q, want %q", got, want)
 	}
 }
+
+func TestDetectLanguagesAndBranch(t *testing.T) {
+	fsys := fstest.MapFS{
+		"go.mod":       {Data: []byte("module x\n")},
+		"setup.py":     {Data: []byte("")},
+		"pytest.ini":   {Data: []byte("")},
+		"Cargo.toml/x": {Data: []byte("a directory, not a marker")},
+		".git/HEAD":    {Data: []byte("ref: refs/heads/feature/x\n")},
+	}
+	var got []string
+	for _, l := range DetectLanguages(fsys) {
+		got = append(got, l.String())
+	}
+	if want := "Go (go.mod; tests run with go test)|Python (setup.py; tests run with pytest)"; strings.Join(got, "|") != want {
+		t.Fatalf("languages %q", got)
+	}
+	if b := Branch(fsys); b != "feature/x" {
+		t.Fatalf("branch %q", b)
+	}
+}
