@@ -56,6 +56,12 @@ type Options struct {
 	// NoRecover reports a damaged database as a STORE_CORRUPT error instead
 	// of quarantining and salvaging it.
 	NoRecover bool
+	// Holder names this process in the holder record written beside the
+	// data while it holds the database (PID, Host and Since are filled
+	// in); another process's STORE_LOCKED error names it.
+	Holder Holder
+	// Label names the database in errors ("project database" when empty).
+	Label string
 }
 
 // Recovery describes what Open did to a damaged database.
@@ -80,6 +86,8 @@ type DB struct {
 	dir      string
 	log      hclog.Logger
 	recovery *Recovery
+	holder   bool     // this process wrote the holder record
+	lock     *os.File // the lock file beside the directory (lockDir)
 }
 
 // Badger returns the underlying badger handle. Callers use their own key
@@ -101,9 +109,17 @@ func (db *DB) Sync() error {
 	return nil
 }
 
-// Close flushes and closes the database.
+// Close flushes and closes the database. The holder record goes first,
+// while the lock is still held, so it never names a process that let go.
 func (db *DB) Close() error {
-	if err := db.bdb.Close(); err != nil {
+	if db.holder {
+		removeHolder(db.dir)
+		db.holder = false
+	}
+	err := db.bdb.Close()
+	unlockDir(db.lock)
+	db.lock = nil
+	if err != nil {
 		return fmt.Errorf("close database %s: %w", db.dir, err)
 	}
 	return nil
@@ -147,15 +163,30 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 			return nil, uerr.Wrap(err, CodeOpen, "cannot create database directory "+o.Dir, err.Error(), "check the permissions of the project's .fluffy directory")
 		}
 	}
+	lk, err := lockDir(o.Dir, o.ReadOnly)
+	if err != nil {
+		return nil, classifyOpenError(o.Dir, o.Label, err)
+	}
+	db, err := open(ctx, o)
+	if err != nil {
+		unlockDir(lk)
+		return nil, err
+	}
+	db.lock = lk
+	return db, nil
+}
+
+// open is Open once the lock file is held.
+func open(ctx context.Context, o Options) (*DB, error) {
 	bo := badgerOptions(o)
 	cerr := check(o.Dir, bo)
 	if cerr == nil {
 		bdb, err := openBadger(bo)
 		if err == nil {
-			return &DB{bdb: bdb, dir: o.Dir, log: o.Logger}, nil
+			return opened(&DB{bdb: bdb, dir: o.Dir, log: o.Logger}, o), nil
 		}
 		if !isCorruption(err) {
-			return nil, classifyOpenError(o.Dir, err)
+			return nil, classifyOpenError(o.Dir, o.Label, err)
 		}
 		cerr = &corruption{files: nil, err: err}
 	}
@@ -164,7 +195,20 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 		return nil, ue
 	}
 	o.Logger.Error("database is damaged; recovering", "dir", o.Dir, "error", ue.Error())
-	return recoverDB(ctx, o, bo, ue, cerr)
+	db, err := recoverDB(ctx, o, bo, ue, cerr)
+	if err != nil {
+		return nil, err
+	}
+	return opened(db, o), nil
+}
+
+// opened records this process as the holder of a writable database.
+func opened(db *DB, o Options) *DB {
+	if !o.ReadOnly {
+		writeHolder(db.dir, o.Holder, o.Now)
+		db.holder = true
+	}
+	return db
 }
 
 // openBadger calls badger.Open, turning a panic in the calling goroutine into
@@ -190,16 +234,17 @@ func isCorruption(err error) bool {
 
 func isLockErr(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "Cannot acquire directory lock") || errors.Is(err, syscall.EWOULDBLOCK)
+	return errors.Is(err, errBusy) || strings.Contains(s, "Cannot acquire directory lock") || errors.Is(err, syscall.EWOULDBLOCK)
 }
 
-func classifyOpenError(dir string, err error) error {
-	if isLockErr(err) {
-		return uerr.Wrap(err, CodeLocked, "the project database is in use: "+dir,
-			"another fluffy process (usually the kernel) holds its lock",
-			"stop the other fluffy process, or run the command through it")
+func classifyOpenError(dir, label string, err error) error {
+	if label == "" {
+		label = "project database"
 	}
-	return uerr.Wrap(err, CodeOpen, "cannot open the project database "+dir, err.Error(),
+	if isLockErr(err) {
+		return lockedErr(dir, label, err, 0)
+	}
+	return uerr.Wrap(err, CodeOpen, "cannot open the "+label+" "+dir, err.Error(),
 		"check free disk space and the permissions of the .fluffy directory")
 }
 
