@@ -347,6 +347,7 @@ func (r *containerRunner) runnerFunc(l hclog.Logger, cmd *exec.Cmd, tmpDir strin
 			cache = GuestCache
 		}
 		env = append(env, toolchainEnv(r.spec.Toolchains, cache)...)
+		env = append(env, hostGoCacheEnv(r.spec, GuestHostGoCache)...)
 	}
 	r.env = env
 	return r, nil
@@ -365,6 +366,9 @@ func (r *containerRunner) containerSpec() rt.Spec {
 		}
 		if r.spec.BuildCache != "" {
 			mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.spec.BuildCache, Target: GuestCache})
+			if r.spec.HostGoCache.Path != "" {
+				mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.spec.HostGoCache.Path, Target: GuestHostGoCache, ReadOnly: true})
+			}
 		}
 	} else {
 		mounts = append(mounts, rt.Mount{Type: rt.MountTmpfs, Target: GuestTmp, TmpfsSize: tmpfsBytes, TmpfsMode: "1777"})

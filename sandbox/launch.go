@@ -61,6 +61,10 @@ type LaunchSpec struct {
 	// that declare CapBuildCache. Never mounted under gVisor, where the
 	// plugin could not keep the code it runs away from it (no Landlock).
 	BuildCache string
+	// HostGoCache is the host's Go build cache (`go env GOCACHE`),
+	// mounted read-only at GuestHostGoCache wherever BuildCache is
+	// mounted, never elsewhere; zero: none.
+	HostGoCache Toolchain
 	// SHA256 is the registry's hash of Binary. Each launcher owns its
 	// checksum contract: it runs only a Verified binary or one it hashed
 	// itself (checkBinary), and never relies on go-plugin's SecureConfig,
@@ -106,6 +110,7 @@ func (Subprocess) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.Client
 		// Without a sandbox the host's own toolchains are there anyway;
 		// the variables still say where the policy's are.
 		cmd.Env = append(cmd.Env, toolchainEnv(spec.Toolchains, spec.BuildCache)...)
+		cmd.Env = append(cmd.Env, hostGoCacheEnv(spec, spec.HostGoCache.local())...)
 	}
 	cfg.Cmd = cmd
 	cfg.SkipHostEnv = true

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,6 +29,16 @@ const (
 const (
 	GuestCache    = "/cache"
 	EnvBuildCache = "FLUFFY_BUILD_CACHE"
+)
+
+// GuestHostGoCache is where the host's Go build cache is mounted,
+// read-only, beside the build cache; EnvHostGoCache names it for the
+// plugin, whose go command reads it under the project's cache (see
+// docs/decisions/go-build-cache-layers.md). The sandbox never gets a
+// writable view of it.
+const (
+	GuestHostGoCache = "/hostcache/go-build"
+	EnvHostGoCache   = "FLUFFY_HOST_GOCACHE"
 )
 
 // codeTmpfsBytes is /tmp in templates that run code: compilers and linkers
@@ -60,7 +71,7 @@ func (t Toolchain) local() string {
 
 // guestReserved are paths of the L2 layout a toolchain may neither be,
 // contain, nor sit below.
-var guestReserved = []string{GuestWorkspace, GuestOut, GuestPluginDir, "/run", GuestTmp, GuestCache, "/proc", "/dev", "/sys", "/etc"}
+var guestReserved = []string{GuestWorkspace, GuestOut, GuestPluginDir, "/run", GuestTmp, GuestCache, path.Dir(GuestHostGoCache), "/proc", "/dev", "/sys", "/etc"}
 
 // ParseToolchains reads the policy's toolchains section:
 //
@@ -158,7 +169,7 @@ func validEnvName(s string) bool {
 			return false
 		}
 	}
-	return s != "" && !slices.Contains([]string{"PATH", "HOME", "TMPDIR", EnvBuildCache}, s) && !strings.HasPrefix(s, "FLUFFY_") && !strings.HasPrefix(s, "PLUGIN_")
+	return s != "" && !slices.Contains([]string{"PATH", "HOME", "TMPDIR", EnvBuildCache, EnvHostGoCache}, s) && !strings.HasPrefix(s, "FLUFFY_") && !strings.HasPrefix(s, "PLUGIN_")
 }
 
 func toolchainErr(why, fix string) error {
@@ -206,7 +217,20 @@ func codeMounts(tpl Template, spec LaunchSpec) LaunchSpec {
 	if tpl.OCIRuntime == "runsc" {
 		spec.BuildCache = ""
 	}
+	if spec.BuildCache == "" {
+		// The host's cache is the lower layer of the build cache only.
+		spec.HostGoCache = Toolchain{}
+	}
 	return spec
+}
+
+// hostGoCacheEnv is the variable that tells the plugin where the host's
+// Go build cache is (guest: where it sees it), or nothing.
+func hostGoCacheEnv(spec LaunchSpec, guest string) []string {
+	if spec.HostGoCache.Path == "" || spec.BuildCache == "" {
+		return nil
+	}
+	return []string{EnvHostGoCache + "=" + guest}
 }
 
 // prepareCacheDir makes the build cache writable by the sandbox user

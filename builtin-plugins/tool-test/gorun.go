@@ -76,6 +76,11 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 	}
 	env := append(j.baseEnv(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local",
 		"GOTELEMETRY=off", "GOENV=off", "CGO_ENABLED=0", "GOCACHE="+gocache, "GOTMPDIR="+gowork)
+	if prog := j.goCacheProg(gocache); prog != "" {
+		// The host's build cache, read-only, under the project's: a
+		// first run links what the user's machine already compiled.
+		env = append(env, "GOCACHEPROG="+prog)
+	}
 	// -e: every compile error of the project's packages, not the first
 	// ten (the one a model must fix can be the eleventh).
 	argv := []string{"go", "test", "-json", "-count=1", "-timeout=0", goAllErrors(cwd),

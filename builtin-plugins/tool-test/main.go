@@ -16,6 +16,10 @@ func main() {
 		landlock.Main(os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == cacheProgArg {
+		cacheProgMain(os.Args[2:])
+		return
+	}
 	logger := pluginsdk.NewLogger("tool-test")
 	pluginsdk.ServeTool(newToolSet(logger))
 }

@@ -306,6 +306,9 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 			return toolchains(k.Policy.Policy(), o.Home, o.Workspace, o.Getenv(EnvHostRoot), k.log)
 		},
 		BuildCache: BuildCacheDir(o.Home, o.Workspace),
+		HostGoCache: sync.OnceValue(func() sandbox.Toolchain {
+			return HostGoCache(o.Getenv, o.Home, o.Workspace, o.Getenv(EnvHostRoot), k.log)
+		}),
 	})
 	// One catalog (and its parsed-manifest cache) serves the router, the
 	// agent's tool list and ingest.

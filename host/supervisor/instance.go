@@ -188,6 +188,9 @@ func (s *Supervisor) codeMounts(spec Spec, ls *sandbox.LaunchSpec) error {
 	}
 	if slices.Contains(spec.Capabilities, sandbox.CapBuildCache) && slices.Contains(spec.Tags, "core_plugin") {
 		ls.BuildCache = s.opts.BuildCache
+		if s.opts.HostGoCache != nil && ls.BuildCache != "" {
+			ls.HostGoCache = s.opts.HostGoCache()
+		}
 	}
 	return nil
 }

@@ -107,6 +107,10 @@ type Options struct {
 	// BuildCache is the project's build cache directory, mounted writable
 	// for core plugins that declare sandbox.build_cache.
 	BuildCache string
+	// HostGoCache returns the host's Go build cache, mounted read-only
+	// beside BuildCache wherever that is mounted (zero: none). Called at
+	// each such start; the kernel looks the directory up once.
+	HostGoCache func() sandbox.Toolchain
 	// MaxRecvBytes bounds one message received from a plugin (default
 	// base.MaxPluginMessageBytes); a larger one fails the call with
 	// PLUGIN_RESPONSE_TOO_LARGE and is never buffered whole.

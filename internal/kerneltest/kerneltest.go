@@ -110,6 +110,10 @@ type Options struct {
 	// gets it (the config JSON a provider receives at Configure, the
 	// hosts its proxy allows), as the kernel's wiring would.
 	Spec func(spec *supervisor.Spec)
+	// HostGoCache is the kernel's FLUFFY_HOST_GOCACHE: the host Go build
+	// cache sandboxes read under the project's ("off": none; "": the
+	// host's `go env GOCACHE`).
+	HostGoCache string
 }
 
 // Start opens a kernel on workspace with the docker sandbox and installs
@@ -125,7 +129,7 @@ func Start(tb testing.TB, workspace string, o Options, plugins ...string) *Env {
 	_ = os.Chmod(home, 0o755)
 	tb.Cleanup(func() { os.RemoveAll(home) })
 	adapter := Build(tb, "builtin-plugins/runtime-docker")
-	env := map[string]string{"FLUFFY_RUNTIME_ADAPTER": adapter, "DOCKER_HOST": os.Getenv("DOCKER_HOST")}
+	env := map[string]string{"FLUFFY_RUNTIME_ADAPTER": adapter, "DOCKER_HOST": os.Getenv("DOCKER_HOST"), "FLUFFY_HOST_GOCACHE": o.HostGoCache}
 	if o.Logger == nil {
 		o.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})
 	}

@@ -124,7 +124,8 @@ func confineAndExec(args []string) error {
 // go build's cache, HOME) into the scratch directory and drops the build
 // cache's location.
 func confinedEnv(env []string, scratch string) []string {
-	drop := map[string]bool{"TMPDIR": true, "HOME": true, "GOCACHE": true, "XDG_CACHE_HOME": true, "GOTMPDIR": true, "FLUFFY_BUILD_CACHE": true}
+	drop := map[string]bool{"TMPDIR": true, "HOME": true, "GOCACHE": true, "XDG_CACHE_HOME": true, "GOTMPDIR": true, "FLUFFY_BUILD_CACHE": true,
+		"GOCACHEPROG": true, "FLUFFY_HOST_GOCACHE": true}
 	var out []string
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
