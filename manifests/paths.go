@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -46,7 +47,14 @@ type PathDecl struct {
 	Default string
 	// HasDefault distinguishes `default: ""` from no default.
 	HasDefault bool
+	// Format FormatPatch says the argument is patch text (a `*** Begin
+	// Patch` envelope or a unified diff), not a path: every file it adds,
+	// updates, deletes or moves to is a path of the call.
+	Format string
 }
+
+// FormatPatch is the PathDecl format of a patch-text argument.
+const FormatPatch = "patch"
 
 // Write reports whether the declaration is a write.
 func (d PathDecl) Write() bool { return d.Access == AccessWrite }
@@ -58,7 +66,7 @@ var (
 	WriteSyscalls = []string{"fs.write", "fs.delete"}
 )
 
-var pathDeclFields = []string{"arg", "access", "syscall", "default"}
+var pathDeclFields = []string{"arg", "access", "syscall", "default", "format"}
 
 var argSegRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*(\[\])?$`)
 
@@ -92,6 +100,9 @@ func (d *decoder) paths(n *yaml.Node, field string) []PathDecl {
 		}
 		if v, ok := pf["default"]; ok {
 			pd.Default, pd.HasDefault = d.str(v, join(f, "default"))
+		}
+		if v, ok := pf["format"]; ok {
+			pd.Format, _ = d.str(v, join(f, "format"))
 		}
 		out = append(out, pd)
 	}
@@ -133,6 +144,10 @@ func (c *checker) checkPaths(m *Manifest, i int) {
 						"name a property listed under parameters.properties")
 				}
 			}
+		}
+		if pd.Format != "" && (pd.Format != FormatPatch || pd.Access != AccessWrite) {
+			c.add(base+".format", CodeBadPathDecl, fmt.Sprintf("format %q is not known for access %s", clip(pd.Format), pd.Access),
+				"the only format is patch, for a write argument holding patch text", "write format: patch with access: write, or drop format")
 		}
 		switch pd.Access {
 		case "":
@@ -219,7 +234,18 @@ func (t Tool) PathArgs(argsJSON []byte) ([]PathArg, error) {
 			out = append(out, PathArg{Arg: pd.Arg, Value: pd.Default, Syscall: syscall, Write: pd.Write(), Defaulted: true})
 		}
 		for _, f := range found {
-			out = append(out, PathArg{Arg: f[0], Value: f[1], Syscall: syscall, Write: pd.Write()})
+			if pd.Format != FormatPatch {
+				out = append(out, PathArg{Arg: f[0], Value: f[1], Syscall: syscall, Write: pd.Write()})
+				continue
+			}
+			fps, err := patch.ParseMulti(f[1])
+			if err != nil {
+				return nil, uerr.Wrap(err, CodeToolArgsInvalid, fmt.Sprintf("arguments for tool %q: %s is not a patch", t.Name, f[0]), err.Error(),
+					"send a '*** Begin Patch' ... '*** End Patch' envelope or a unified diff with '--- a/PATH' / '+++ b/PATH' headers")
+			}
+			for _, p := range patch.Paths(fps) {
+				out = append(out, PathArg{Arg: f[0], Value: p, Syscall: syscall, Write: true})
+			}
 		}
 	}
 	return out, nil

@@ -103,7 +103,7 @@ func TestToolFSWriteProducesPatchNotProjectChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applied, err := patch.Apply([]byte(rr.Content), string(d))
+	applied, err := patch.Apply([]byte("package a\n\nfunc A() {}\n"), string(d))
 	if err != nil || string(applied) != newSrc {
 		t.Fatalf("patch does not reproduce the write: %v %q", err, applied)
 	}
@@ -126,7 +126,7 @@ func TestToolFSBinaryNegotiates(t *testing.T) {
 			t.Fatalf("offered %v: negotiated %d (client %d), want %d", tc.offer, b.Version, b.Tool.APIVersion(), tc.want)
 		}
 		r := call(t, b.Tool, "fs.read", `{"path":"x.txt"}`)
-		if !r.OK || !strings.Contains(string(r.Output), `"x\n"`) {
+		if !r.OK || !strings.Contains(string(r.Output), `"     1\tx\n"`) {
 			t.Fatalf("read via binary: %+v", r)
 		}
 		b.Client.Kill()

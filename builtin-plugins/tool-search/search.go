@@ -37,8 +37,8 @@ const (
 const (
 	summaryGrep = "Search project files for a regular expression (Go RE2 syntax); returns file:line:text lines"
 	summaryGlob = "List project files whose path matches a .gitignore-style glob (e.g. **/*_test.go)"
-	schemaGrep  = `{"type":"object","properties":{"pattern":{"type":"string","minLength":1,"maxLength":4096},"path":{"type":"string"},"glob":{"type":"string","maxLength":4096},"ignore_case":{"type":"boolean"},"max_results":{"type":"integer","minimum":1,"maximum":2000}},"required":["pattern"],"additionalProperties":false}`
-	schemaGlob  = `{"type":"object","properties":{"pattern":{"type":"string","minLength":1,"maxLength":4096},"path":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":10000}},"required":["pattern"],"additionalProperties":false}`
+	schemaGrep  = `{"type":"object","properties":{"pattern":{"type":"string","minLength":1,"maxLength":4096,"description":"Regular expression to search for (Go RE2 syntax, e.g. func \\w+Handler)"},"path":{"type":"string","description":"File or directory to search, relative to the project root (absent: the whole project)"},"glob":{"type":"string","maxLength":4096,"description":"Only search files whose path matches this .gitignore-style glob (e.g. **/*.go)"},"ignore_case":{"type":"boolean","description":"Match letters regardless of case"},"max_results":{"type":"integer","minimum":1,"maximum":2000,"description":"Most matching lines to return (default 200, at most 2000)"}},"required":["pattern"],"additionalProperties":false}`
+	schemaGlob  = `{"type":"object","properties":{"pattern":{"type":"string","minLength":1,"maxLength":4096,"description":".gitignore-style glob of project paths to list (e.g. **/*_test.go, src/*.py)"},"path":{"type":"string","description":"Directory to list below, relative to the project root (absent: the whole project)"},"max_results":{"type":"integer","minimum":1,"maximum":10000,"description":"Most paths to return (default 1000, at most 10000)"}},"required":["pattern"],"additionalProperties":false}`
 )
 
 func newToolSet(logger hclog.Logger) *pluginsdk.ToolSet {

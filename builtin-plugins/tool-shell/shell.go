@@ -26,7 +26,7 @@ import (
 
 const (
 	summaryExec = "Run a program with arguments (argv, no shell: no pipes, globs or variables) in a project directory; returns exit code and capped stdout/stderr"
-	schemaExec  = `{"type":"object","properties":{"argv":{"type":"array","items":{"type":"string","maxLength":32768},"minItems":1,"maxItems":256},"cwd":{"type":"string","maxLength":4096},"timeout_seconds":{"type":"integer","minimum":1,"maximum":300}},"required":["argv"],"additionalProperties":false}`
+	schemaExec  = `{"type":"object","properties":{"argv":{"type":"array","items":{"type":"string","maxLength":32768},"minItems":1,"maxItems":256,"description":"The program and its arguments, one string each (e.g. [\"go\", \"vet\", \"./...\"]); no shell: pipes, globs and $VARS are not expanded"},"cwd":{"type":"string","maxLength":4096,"description":"Project directory to run in, relative to the project root (absent: the root)"},"timeout_seconds":{"type":"integer","minimum":1,"maximum":300,"description":"Seconds before the program is stopped (default 60, at most 300)"}},"required":["argv"],"additionalProperties":false}`
 
 	defaultTimeout = 60 * time.Second
 	maxTimeout     = 300 * time.Second

@@ -29,7 +29,7 @@ import (
 
 const (
 	summaryRun = "Run the project's tests in the sandbox; returns red|green|no_tests|build_error|timeout|runner_error with per-test results and build errors (file:line)"
-	schemaRun  = `{"type":"object","properties":{"path":{"type":"string","maxLength":4096},"runner":{"type":"string","enum":["go","pytest","node","cargo"]},"timeout_seconds":{"type":"integer","minimum":1,"maximum":300},"coverage":{"type":"boolean"}},"additionalProperties":false}`
+	schemaRun  = `{"type":"object","properties":{"path":{"type":"string","maxLength":4096,"description":"Directory whose tests to run, relative to the project root, optionally ending in /... for everything below it (absent: the whole project)"},"runner":{"type":"string","enum":["go","pytest","node","cargo"],"description":"Test runner to use (absent: detected from the project's files)"},"timeout_seconds":{"type":"integer","minimum":1,"maximum":300,"description":"Seconds before the run is stopped and reported as timeout (default 300, at most 300)"},"coverage":{"type":"boolean","description":"Also report line coverage (runners that support it)"}},"additionalProperties":false}`
 
 	defaultTimeout = 300 * time.Second
 	// deadlineMargin is kept between the run's own deadline and the

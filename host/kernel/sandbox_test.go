@@ -103,7 +103,7 @@ func TestSandboxPreparedInBackground(t *testing.T) {
 		if err != nil && uerr.HasCode(err, "RUNTIME_UNREACHABLE") && os.Getenv("FLUFFY_REQUIRE_DOCKER") == "" {
 			t.Skipf("Docker is not available: %v", err)
 		}
-		if err != nil || !r.OK || !strings.Contains(string(r.Output), `"one\n"`) {
+		if err != nil || !r.OK || !strings.Contains(string(r.Output), `"     1\tone\n"`) {
 			t.Fatalf("first call on a sandbox prepared in the background: %v %+v", err, r)
 		}
 		if st, _ := k.Plugins.Stats("tool-fs"); st.InstanceID == "" {
@@ -139,7 +139,7 @@ func TestToolFSRunsInDockerSandbox(t *testing.T) {
 	k := dockerKernel(t, ws)
 	ctx := context.Background()
 	r, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "1", OperationID: "op1", Tool: "fs.read", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
-	if err != nil || !r.OK || !strings.Contains(string(r.Output), `"one\n"`) {
+	if err != nil || !r.OK || !strings.Contains(string(r.Output), `"     1\tone\n"`) {
 		t.Fatalf("read in sandbox: %v %+v", err, r)
 	}
 	w, err := k.Plugins.CallTool(ctx, "tool-fs", tool.Call{ID: "2", OperationID: "op2", Tool: "fs.write", Args: json.RawMessage(`{"path":"a.txt","content":"two\n"}`)}, nil)

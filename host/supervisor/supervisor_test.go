@@ -372,7 +372,7 @@ func TestToolFSRealPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defs, err := h.sup.Tools(context.Background(), "tool-fs")
-	if err != nil || len(defs) != 4 {
+	if err != nil || len(defs) != 6 {
 		t.Fatalf("tools: %v %v", defs, err)
 	}
 	r, err := h.sup.CallTool(context.Background(), "tool-fs", tool.Call{ID: "1", OperationID: "op1", Tool: "fs.read", Args: json.RawMessage(`{"path":"a.txt"}`)}, nil)
