@@ -34,8 +34,21 @@ func TestAmendDefaultPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A policy that allows writes under src/ only, so a reviewed README.md
+	// has no allow to fall back on.
+	const srcOnly = `version: 1
+capabilities:
+  - name: write-src
+    match: { syscall: fs.write, path_glob: ["src/**"] }
+    action: allow
+    constraints: { require_sandbox: L2 }
+  - name: docs-and-config-review
+    match: { syscall: fs.write, path_glob: ["*.md"] }
+    action: require_review
+`
 	cases := []struct {
 		name     string
+		policy   string // "" is the default policy
 		req      Request
 		rules    []string
 		newRule  bool
@@ -44,7 +57,18 @@ func TestAmendDefaultPolicy(t *testing.T) {
 		stillReviewed []Request
 	}{
 		{
+			name:     "docs review under the default's allow only gains an except",
+			req:      Request{Syscall: "fs.write", Path: "README.md", Caller: toolCaller("tool-fs"), Sandbox: "code-executor"},
+			rules:    []string{"docs-and-config-review"},
+			wantText: []string{`- {syscall: fs.write, path_glob: ["/README.md"], plugin: tool-fs}`},
+			stillReviewed: []Request{
+				{Syscall: "fs.write", Path: "docs/README.md", Caller: toolCaller("tool-fs"), Sandbox: "code-executor"},
+				{Syscall: "fs.write", Path: "README.md", Caller: toolCaller("tool-other"), Sandbox: "code-executor"},
+			},
+		},
+		{
 			name:     "docs review without an allow gains an except and an allow rule",
+			policy:   srcOnly,
 			req:      Request{Syscall: "fs.write", Path: "README.md", Caller: toolCaller("tool-fs"), Sandbox: "code-executor"},
 			rules:    []string{"docs-and-config-review"},
 			newRule:  true,
@@ -67,6 +91,12 @@ func TestAmendDefaultPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			def := def
+			if tc.policy != "" {
+				if def, err = Load("policy.yaml", []byte(tc.policy)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if res := NewEngine(def, Options{}).Evaluate(context.Background(), tc.req); res.Decision != RequireReview {
 				t.Fatalf("precondition: %s is %s, want require_review", tc.req, res.Decision)
 			}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"slices"
 	"testing"
 )
 
@@ -31,7 +32,7 @@ func TestDefaultPolicy(t *testing.T) {
 		{"write tests", Request{Syscall: "fs.write", Path: "tests/a_test.go", Sandbox: "code-executor", Caller: tool}, Allow},
 		{"write go.mod", Request{Syscall: "fs.write", Path: "go.mod", Sandbox: "code-executor", Caller: tool}, RequireReview},
 		{"write README", Request{Syscall: "fs.write", Path: "README.md", Sandbox: "code-executor", Caller: tool}, RequireReview},
-		{"write elsewhere", Request{Syscall: "fs.write", Path: "scripts/x.sh", Sandbox: "code-executor", Caller: tool}, Deny},
+		{"write outside src and tests", Request{Syscall: "fs.write", Path: "scripts/x.sh", Sandbox: "code-executor", Caller: tool}, Allow},
 		{"write secret in src", Request{Syscall: "fs.write", Path: "src/.env", Sandbox: "code-executor", Caller: tool}, Deny},
 		{"write policy file", Request{Syscall: "fs.write", Path: ".fluffy/policy.yaml", Sandbox: "code-executor", Caller: tool}, Deny},
 		{"tdd red phase", Request{Syscall: "fs.write", Path: "src/a.go", Sandbox: "code-executor", SessionMode: "strict", State: "test_writing", Caller: tool}, Deny},
@@ -54,6 +55,108 @@ func TestDefaultPolicy(t *testing.T) {
 	for _, c := range cases {
 		if got := e.Evaluate(context.Background(), c.req); got.Decision != c.want {
 			t.Errorf("%s: got %v (%v) want %v", c.name, got.Decision, got.Reasons, c.want)
+		}
+	}
+}
+
+// TestDefaultPolicyProjectLayouts: on the default policy, each language's
+// usual layout is writable where its files live. Tests are writable in
+// every writing state; source is refused in strict mode before red (idle,
+// planning, test_writing) and writable after it; .git, .fluffy and secrets
+// are never writable; build, dependency and CI files are reviewed.
+func TestDefaultPolicyProjectLayouts(t *testing.T) {
+	p, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(p, Options{})
+	tool := Caller{Kind: "plugin", Plugin: "tool-fs", PluginKind: "tool", Instance: "t#1", Tags: []string{"core_plugin"}}
+	const (
+		test   = "test"   // allowed before and after red
+		source = "source" // denied before red, allowed after
+		never  = "never"  // denied in every state
+		review = "review" // reviewed in every state that does not deny it
+	)
+	cases := []struct {
+		path, kind string
+	}{
+		// Go module with its code at the root.
+		{"csv.go", source},
+		{"csv_test.go", test},
+		{"internal/parse/parse.go", source},
+		{"internal/parse/parse_test.go", test},
+		{"testdata/in.csv", test},
+		{"cmd/tool/main.go", source},
+		// Python: a package directory, tests/ and test_*.py beside the code.
+		{"mypkg/__init__.py", source},
+		{"mypkg/core.py", source},
+		{"mypkg/test_core.py", test},
+		{"mypkg/core_test.py", test},
+		{"tests/test_core.py", test},
+		{"conftest.py", test},
+		// Node: lib/, __tests__/, *.test.ts, *.spec.js, test/.
+		{"lib/parse.js", source},
+		{"index.ts", source},
+		{"__tests__/parse.js", test},
+		{"lib/__tests__/parse.js", test},
+		{"src/parse.test.ts", test},
+		{"lib/parse.spec.js", test},
+		{"test/parse.js", test},
+		// Rust: src/, tests/, benches/.
+		{"src/lib.rs", source},
+		{"src/main.rs", source},
+		{"tests/integration.rs", test},
+		{"benches/bench.rs", source},
+		// Never writable.
+		{".git/x", never},
+		{".git/hooks/pre-commit", never},
+		{".fluffy/db/x", never},
+		{".fluffy/policy.yaml", never},
+		{".env", never},
+		{"config/.env.production", never},
+		{"deploy/server.key", never},
+		// Build, dependency and CI files.
+		{"go.mod", review},
+		{"go.sum", review},
+		{"package.json", review},
+		{"package-lock.json", review},
+		{"yarn.lock", review},
+		{"Cargo.toml", review},
+		{"Cargo.lock", review},
+		{"pyproject.toml", review},
+		{"setup.py", review},
+		{"setup.cfg", review},
+		{"requirements.txt", review},
+		{"requirements-dev.txt", review},
+		{"Makefile", review},
+		{"Dockerfile", review},
+		{".github/workflows/ci.yml", review},
+		{".gitlab-ci.yml", review},
+	}
+	type pos struct{ mode, state string }
+	beforeRed := []pos{{"strict", "idle"}, {"strict", "planning"}, {"strict", "test_writing"}}
+	afterRed := []pos{{"strict", "code_writing"}, {"explore", "exploring"}, {"debug", "exploring"}, {"explore", "retroactive_testing"}}
+	for _, c := range cases {
+		for _, ps := range [][]pos{beforeRed, afterRed} {
+			for _, at := range ps {
+				want := Allow
+				switch {
+				case c.kind == never:
+					want = Deny
+				case c.kind == review && at.mode == "strict" && slices.Contains(beforeRed, at):
+					want = Deny // build files are not tests: the red phase refuses them first
+				case c.kind == review:
+					want = RequireReview
+				case c.kind == source && slices.Contains(beforeRed, at):
+					want = Deny
+				}
+				for _, sc := range []string{"fs.write", "fs.delete"} {
+					req := Request{Syscall: sc, Path: c.path, Sandbox: "code-executor", Size: 10, SessionMode: at.mode, State: at.state, Caller: tool}
+					if got := e.Evaluate(context.Background(), req); got.Decision != want {
+						t.Errorf("%s %s (%s) in %s/%s: got %v (%v), want %v", sc, c.path, c.kind, at.mode, at.state, got.Decision, got.Reasons, want)
+					}
+				}
+			}
 		}
 	}
 }

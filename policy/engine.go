@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/policy/testpaths"
 	"github.com/fluffy-waffle/fluffy/policy/token"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -55,7 +56,7 @@ type Engine struct {
 // NewEngine returns an engine for p (nil p = no YAML rules).
 func NewEngine(p *Policy, o Options) *Engine {
 	if p == nil {
-		p = &Policy{File: "(none)", index: buildIndex(nil)}
+		p = &Policy{File: "(none)", index: buildIndex(nil), Tests: testpaths.MustDefault()}
 	}
 	e := &Engine{
 		builtins: builtinRules(),

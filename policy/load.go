@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/policy/testpaths"
 	"github.com/fluffy-waffle/fluffy/policy/units"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -77,6 +78,10 @@ type Policy struct {
 	// Sanitize are the user's secret patterns for tool output (section
 	// `sanitize`).
 	Sanitize []SanitizePattern
+	// Tests says which paths are test files: the test_paths section on top
+	// of the per-language defaults. The path_class condition and the
+	// workflow machine both classify through it. Never nil once loaded.
+	Tests *testpaths.Set
 	// Sections holds the other top-level sections (tdd_exemptions,
 	// toolchains, ...) for the modules that own them.
 	Sections map[string]*yaml.Node
@@ -119,7 +124,7 @@ func (ix *ruleIndex) lookup(syscall string) []*Rule {
 
 // otherSections are top-level sections other modules own; they are kept
 // as YAML nodes. Anything else at the top level is an error.
-var otherSections = []string{"network_whitelist", "test_paths", "tdd_exemptions", "tech_debt", "audit", "toolchains"}
+var otherSections = []string{"network_whitelist", "tdd_exemptions", "tech_debt", "audit", "toolchains"}
 
 var (
 	syscallRe      = regexp.MustCompile(`^(\*|[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*(\.\*)?)$`)
@@ -127,6 +132,7 @@ var (
 	enumCallerKind = []string{"user", "kernel", "plugin"}
 	enumPluginKind = []string{"tool", "provider", "runtime", "vcs", "policy"}
 	enumMode       = []string{"strict", "explore", "debug"}
+	enumPathClass  = []string{PathClassTest, PathClassSource}
 	enumState      = []string{"idle", "planning", "test_writing", "code_writing", "validating", "reviewing", "committing", "exploring", "retroactive_testing"}
 )
 
@@ -150,7 +156,8 @@ func Load(name string, data []byte) (*Policy, error) {
 			"fix the YAML syntax at the line given")
 	}
 	sum := sha256.Sum256(data)
-	p := &Policy{File: name, Content: append([]byte(nil), data...), Hash: hex.EncodeToString(sum[:]), Sections: map[string]*yaml.Node{}}
+	p := &Policy{File: name, Content: append([]byte(nil), data...), Hash: hex.EncodeToString(sum[:]), Sections: map[string]*yaml.Node{},
+		Tests: testpaths.MustDefault()}
 	l := &loader{file: name, p: p}
 	if len(doc.Content) == 0 {
 		p.index = buildIndex(nil)
@@ -260,7 +267,7 @@ func (l *loader) list(n *yaml.Node, what string) ([]string, error) {
 }
 
 func (l *loader) top(n *yaml.Node) error {
-	known := append([]string{"version", "mode", "capabilities", "extensions", "sanitize"}, otherSections...)
+	known := append([]string{"version", "mode", "capabilities", "extensions", "sanitize", testpaths.Section}, otherSections...)
 	var capNode *yaml.Node
 	err := l.mapping(n, "the policy file", known, func(key string, k, v *yaml.Node) error {
 		switch key {
@@ -289,6 +296,14 @@ func (l *loader) top(n *yaml.Node) error {
 			return l.sanitize(v)
 		case SectionNetworkWhitelist:
 			return l.networkWhitelist(v)
+		case testpaths.Section:
+			// Parsed before the rules (they come after this loop), whose
+			// examples may depend on it through path_class.
+			set, err := testpaths.FromYAML(l.file, v)
+			if err != nil {
+				return err
+			}
+			l.p.Tests = set
 		default:
 			l.p.Sections[key] = v
 		}
@@ -410,7 +425,7 @@ func (l *loader) rule(n *yaml.Node) (*Rule, error) {
 	return r, nil
 }
 
-var condFields = []string{"syscall", "path_glob", "host", "host_declared", "caller_kind", "caller_tag", "plugin", "plugin_kind", "state_machine_state", "session_mode"}
+var condFields = []string{"syscall", "path_glob", "path_class", "host", "host_declared", "caller_kind", "caller_tag", "plugin", "plugin_kind", "state_machine_state", "session_mode"}
 
 func (l *loader) cond(n *yaml.Node, rule, where string) (cond, error) {
 	c := cond{line: n.Line}
@@ -459,6 +474,9 @@ func (l *loader) cond(n *yaml.Node, rule, where string) (cond, error) {
 			case !set.HasInclude():
 				l.warn(WarnEmptyList, v, rule, where+" path_glob has only excludes (!pattern) and matches no paths")
 			}
+		case "path_class":
+			c.class, err = strList(v, key, enumPathClass, nil)
+			c.tests = l.p.Tests
 		case "host":
 			c.hosts, err = strList(v, key, nil, nil)
 			for i, h := range c.hosts.vals {
@@ -495,7 +513,7 @@ func (l *loader) cond(n *yaml.Node, rule, where string) (cond, error) {
 }
 
 func (c *cond) empty() bool {
-	return !c.syscall.set && c.paths == nil && !c.hosts.set && c.hostDeclared == nil && !c.callerKind.set &&
+	return !c.syscall.set && c.paths == nil && !c.class.set && !c.hosts.set && c.hostDeclared == nil && !c.callerKind.set &&
 		!c.callerTag.set && !c.plugin.set && !c.pluginKind.set && !c.state.set && !c.mode.set
 }
 
@@ -551,7 +569,7 @@ func implies(m, e *cond) bool {
 	if e.hostDeclared != nil && (m.hostDeclared == nil || *m.hostDeclared != *e.hostDeclared) {
 		return false
 	}
-	return sub(m.hosts, e.hosts) && sub(m.callerKind, e.callerKind) && sub(m.callerTag, e.callerTag) &&
+	return sub(m.class, e.class) && sub(m.hosts, e.hosts) && sub(m.callerKind, e.callerKind) && sub(m.callerTag, e.callerTag) &&
 		sub(m.plugin, e.plugin) && sub(m.pluginKind, e.pluginKind) && sub(m.state, e.state) && sub(m.mode, e.mode)
 }
 

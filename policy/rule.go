@@ -7,6 +7,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/policy/testpaths"
 	"github.com/fluffy-waffle/fluffy/policy/units"
 )
 
@@ -45,7 +46,9 @@ type cond struct {
 	line         int
 	syscall      strField // exact, "prefix.*" or "*"
 	paths        *glob.Set
-	hosts        strField // exact or "*.domain"
+	class        strField       // path_class: "test" and/or "source"
+	tests        *testpaths.Set // the policy's test paths, for class
+	hosts        strField       // exact or "*.domain"
 	callerKind   strField
 	callerTag    strField
 	plugin       strField
@@ -85,6 +88,9 @@ func (c *cond) matches(p *prepared) bool {
 	if c.paths != nil && (!p.pathOK || !p.matchSet(c.paths)) {
 		return false
 	}
+	if c.class.set && (!p.pathOK || p.root || !c.class.has(pathClass(c.tests.Match(p.path)))) {
+		return false
+	}
 	if c.hosts.set {
 		ok := false
 		for _, h := range c.hosts.vals {
@@ -104,6 +110,19 @@ func (c *cond) matches(p *prepared) bool {
 	return c.callerKind.match(caller.Kind) && c.callerTag.matchAny(caller.Tags) &&
 		c.plugin.match(caller.Plugin) && c.pluginKind.match(caller.PluginKind) &&
 		c.state.match(p.req.State) && c.mode.match(p.req.SessionMode)
+}
+
+// Path classes of the path_class condition: what testpaths says a path is.
+const (
+	PathClassTest   = "test"
+	PathClassSource = "source"
+)
+
+func pathClass(test bool) string {
+	if test {
+		return PathClassTest
+	}
+	return PathClassSource
 }
 
 // constraints qualify an allow: when one does not hold, the rule denies

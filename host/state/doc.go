@@ -16,9 +16,10 @@
 //   - the gate (Machine.Allowed, and Rules.Allowed as a pure function)
 //     answers the router before every tool call with nil, a
 //     *ToolUnavailableError (seed 000's fields) or a *ReviewRequiredError;
-//   - which paths are tests and which are exempt comes from the policy's
-//     test_paths and tdd_exemptions sections (per-language defaults), the
-//     budget from tech_debt and .fluffy/coverage-baseline.json;
+//   - which paths are tests is the policy's one table (Policy.Tests,
+//     policy/testpaths: per-language defaults under test_paths), which
+//     are exempt comes from tdd_exemptions, the budget from tech_debt and
+//     .fluffy/coverage-baseline.json;
 //   - the kernel tools plan.complete, workflow.request_exemption and
 //     session.set_mode are served here (Manager.KernelTools);
 //   - Manager.Open resumes a session after a kernel restart in the state,

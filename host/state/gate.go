@@ -283,11 +283,7 @@ type posKey struct {
 func availKey(p Position) posKey { return posKey{p.State, p.Mode, p.Exemption != nil} }
 
 func (r *Rules) precompute() {
-	var all []string
-	for _, lang := range sortedKeys(r.testPaths) {
-		all = append(all, r.testPaths[lang]...)
-	}
-	r.testList = strings.Join(all, ", ")
+	r.testList = r.tests.String()
 	r.avail = map[posKey][]string{}
 	for _, st := range States {
 		for _, md := range Modes {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/testpaths"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -29,6 +30,14 @@ func TestClassifyLanguageDefaults(t *testing.T) {
 		{"web/button.spec.js", ClassTest},
 		{"web/__tests__/button.js", ClassTest},
 		{"crates/core/tests/integration.rs", ClassTest},
+		{"csv_test.go", ClassTest},
+		{"mypkg/conftest.py", ClassTest},
+		{"lib/__tests__/parse.js", ClassTest},
+		{"test/parse.js", ClassTest},
+		{"csv.go", ClassSource},
+		{"mypkg/core.py", ClassSource},
+		{"lib/parse.js", ClassSource},
+		{"benches/bench.rs", ClassSource},
 		{"calc.go", ClassSource},
 		{"cmd/main.go", ClassSource},
 		{"app.py", ClassSource},
@@ -248,13 +257,24 @@ tech_debt:
 		{"condition", "tdd_exemptions:\n  type_refactor:\n    path_glob: [\"*.ts\"]\n    condition: type_only_change\n", "condition is not supported"},
 		{"unknown category", "tdd_exemptions:\n  refactor:\n    path_glob: [\"*.go\"]\n", "unknown exemption category"},
 		{"no path_glob", "tdd_exemptions:\n  documentation: {}\n", "no path_glob"},
-		{"bad glob", "test_paths:\n  go: [\"[\"]\n", "bad glob"},
-		{"not a list", "test_paths:\n  go: \"*_test.go\"\n", "must be a list"},
 		{"baseline elsewhere", "tech_debt:\n  coverage:\n    baseline_file: cov.json\n", "baseline_file must be"},
 		{"positive threshold", "tech_debt:\n  coverage:\n    warning_threshold: 2\n", "between -100 and 0"},
 		{"lock before warn", "tech_debt:\n  coverage:\n    warning_threshold: -5\n    lockout_threshold: -2\n", "lockout cannot come before"},
 		{"min_delta", "tech_debt:\n  coverage:\n    min_delta: -1\n", "min_delta must be 0"},
 		{"unknown key", "tech_debt:\n  budget: 3\n", "unknown field"},
+	}
+	// test_paths is read by the policy loader (one table for the policy's
+	// path_class and this gate): a bad one stops the policy from loading.
+	for _, c := range []struct{ name, yaml, want string }{
+		{"bad glob", "test_paths:\n  go: [\"[\"]\n", "bad glob"},
+		{"not a list", "test_paths:\n  go: \"*_test.go\"\n", "must be a list"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := policy.Load("p.yaml", []byte("version: 1\n"+c.yaml))
+			if !uerr.HasCode(err, testpaths.CodeInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %s containing %q", err, testpaths.CodeInvalid, c.want)
+			}
+		})
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {

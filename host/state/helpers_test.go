@@ -320,12 +320,9 @@ func parseGoTestJSON(out []byte, stderr string, runErr error) testrun.Run {
 		run.Status = testrun.RunnerError
 		run.Summary = strings.TrimSpace(stderr)
 	case len(run.BuildErrors) > 0:
+		// As builtin-plugins/tool-test: code or tests that do not compile
+		// make the run red, with every build error listed.
 		run.Status = testrun.Red
-		for _, be := range run.BuildErrors {
-			if !be.Undefined || !be.InTestFile {
-				run.Status = testrun.BuildFailed
-			}
-		}
 	case run.Counts.Failed > 0:
 		run.Status = testrun.Red
 	case run.Counts.Passed > 0:

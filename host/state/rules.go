@@ -2,7 +2,6 @@ package state
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/policy/testpaths"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -20,7 +20,7 @@ const CodeConfigInvalid = "STATE_CONFIG_INVALID"
 
 // Policy sections this package owns (policy.Policy.Section).
 const (
-	SectionTestPaths  = "test_paths"
+	SectionTestPaths  = testpaths.Section // read by the policy loader
 	SectionExemptions = "tdd_exemptions"
 	SectionTechDebt   = "tech_debt"
 )
@@ -39,17 +39,10 @@ const (
 // Categories lists the exemption categories.
 var Categories = []ExemptionCategory{ConfigChange, TypeRefactor, Documentation, AssetUpdate}
 
-// DefaultTestPaths are the per-language test path patterns (gitignore
-// semantics: a pattern without a slash matches at any depth, "dir/"
-// matches a directory of that name anywhere and everything below it).
-func DefaultTestPaths() map[string][]string {
-	return map[string][]string{
-		"go":     {"*_test.go", "testdata/"},
-		"python": {"test_*.py", "*_test.py", "tests/", "conftest.py"},
-		"js":     {"*.test.*", "*.spec.*", "__tests__/"},
-		"rust":   {"tests/"},
-	}
-}
+// DefaultTestPaths are the per-language test path patterns: the policy's
+// one table (policy/testpaths), so the gate and the policy's path_class
+// never disagree.
+func DefaultTestPaths() map[string][]string { return testpaths.Default() }
 
 // DefaultExemptions are seed 000's exemption globs. type_refactor covers
 // declaration files only: fluffy does no static "type-only change"
@@ -84,8 +77,7 @@ const BaselineFile = ".fluffy/coverage-baseline.json"
 // coverage debt explore mode may take. Built once (from the policy) and
 // shared read-only by every machine of a project.
 type Rules struct {
-	testPaths map[string][]string
-	tests     *glob.Set
+	tests     *testpaths.Set
 	exempt    map[ExemptionCategory][]string
 	exemptSet map[ExemptionCategory]*glob.Set
 	anyExempt *glob.Set
@@ -105,19 +97,16 @@ func DefaultRules() *Rules {
 
 // NewRules compiles the given patterns.
 func NewRules(testPaths map[string][]string, exemptions map[ExemptionCategory][]string, debt DebtConfig) (*Rules, error) {
-	r := &Rules{testPaths: map[string][]string{}, exempt: map[ExemptionCategory][]string{}, exemptSet: map[ExemptionCategory]*glob.Set{}, debt: debt}
-	var all []string
-	for _, lang := range slices.Sorted(maps.Keys(testPaths)) {
-		if len(testPaths[lang]) == 0 {
-			continue
-		}
-		r.testPaths[lang] = slices.Clone(testPaths[lang])
-		all = append(all, testPaths[lang]...)
-	}
-	var err error
-	if r.tests, err = glob.CompileSet(all); err != nil {
+	tests, err := testpaths.Compile(testPaths)
+	if err != nil {
 		return nil, uerr.Wrap(err, CodeConfigInvalid, "bad test path pattern", err.Error(), "fix the pattern under test_paths in the policy")
 	}
+	return newRules(tests, exemptions, debt)
+}
+
+func newRules(tests *testpaths.Set, exemptions map[ExemptionCategory][]string, debt DebtConfig) (*Rules, error) {
+	r := &Rules{tests: tests, exempt: map[ExemptionCategory][]string{}, exemptSet: map[ExemptionCategory]*glob.Set{}, debt: debt}
+	var err error
 	var anyEx []string
 	for c, pats := range exemptions {
 		if !slices.Contains(Categories, c) {
@@ -155,13 +144,10 @@ func joinCats() string {
 }
 
 // TestPaths returns the test path patterns by language.
-func (r *Rules) TestPaths() map[string][]string {
-	out := map[string][]string{}
-	for k, v := range r.testPaths {
-		out[k] = slices.Clone(v)
-	}
-	return out
-}
+func (r *Rules) TestPaths() map[string][]string { return r.tests.Groups() }
+
+// Tests is the compiled test path table.
+func (r *Rules) Tests() *testpaths.Set { return r.tests }
 
 // Exemptions returns the exemption patterns by category.
 func (r *Rules) Exemptions() map[ExemptionCategory][]string {
@@ -223,21 +209,21 @@ func (r *Rules) exemptCategories(p string) []ExemptionCategory {
 	return out
 }
 
-// RulesFromPolicy reads the test_paths, tdd_exemptions and tech_debt
-// sections of p on top of the defaults. A language or category the policy
-// lists replaces that default (an empty list removes it); the others keep
-// their defaults. p may be nil.
+// RulesFromPolicy takes the policy's test paths (its test_paths section on
+// top of the defaults, read by the policy loader) and reads the
+// tdd_exemptions and tech_debt sections of p on top of the defaults. A
+// category the policy lists replaces that default (an empty list removes
+// it); the others keep their defaults. p may be nil.
 func RulesFromPolicy(p *policy.Policy) (*Rules, error) {
-	tp, ex, debt := DefaultTestPaths(), DefaultExemptions(), DefaultDebt()
+	ex, debt := DefaultExemptions(), DefaultDebt()
 	if p == nil {
-		return NewRules(tp, ex, debt)
+		return NewRules(DefaultTestPaths(), ex, debt)
+	}
+	tests := p.Tests
+	if tests == nil { // a Policy not made by policy.Load
+		tests = testpaths.MustDefault()
 	}
 	cf := configFile{name: p.File}
-	if n, ok := p.Section(SectionTestPaths); ok {
-		if err := cf.testPaths(n, tp); err != nil {
-			return nil, err
-		}
-	}
 	if n, ok := p.Section(SectionExemptions); ok {
 		if err := cf.exemptions(n, ex); err != nil {
 			return nil, err
@@ -248,7 +234,7 @@ func RulesFromPolicy(p *policy.Policy) (*Rules, error) {
 			return nil, err
 		}
 	}
-	r, err := NewRules(tp, ex, debt)
+	r, err := newRules(tests, ex, debt)
 	if err != nil {
 		if ue, ok := uerr.As(err); ok && ue.Context == "" {
 			ue.WithContext("%s", p.File)
@@ -310,21 +296,6 @@ func nodeKind(n *yaml.Node) string {
 		return fmt.Sprintf("the value %q", n.Value)
 	}
 	return "something else"
-}
-
-// testPaths reads `test_paths: {language: [globs]}`.
-func (c configFile) testPaths(n *yaml.Node, into map[string][]string) error {
-	return c.mapping(n, SectionTestPaths, func(key string, k, v *yaml.Node) error {
-		if key == "" {
-			return c.err(k, "empty language name in test_paths", "each key names a language or a group of test paths", "write e.g. go: [\"*_test.go\"]")
-		}
-		l, err := c.strings(v, "test_paths."+key)
-		if err != nil {
-			return err
-		}
-		into[key] = l
-		return nil
-	})
 }
 
 // exemptions reads seed 000's `tdd_exemptions: {category: {path_glob: [...]}}`.

@@ -127,7 +127,7 @@ func result(out any, err error) tool.Result {
 func (r *Rules) nextStep(p Position) string {
 	switch p.State {
 	case TestWriting:
-		return "Write a test that fails for the planned change (test paths: " + r.testPathList() + ") and run test.run; source files become writable once the run on the current tree is red."
+		return "Write a test that fails for the planned change (test paths: " + r.testPathList() + ") and run test.run; if the project's existing tests already fail for it, just run them. Source files become writable once a run on the current tree is red: a test fails, or a package that has tests does not build."
 	case CodeWriting:
 		return "Change the source until the tests pass, then run test.run to validate; test files are read-only now."
 	case Exploring:
