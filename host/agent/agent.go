@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/host/toolcall"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -493,11 +494,19 @@ func (a *Agent) runCalls(ctx context.Context, t *taskRun, ends []provider.ToolCa
 	calls := make([]*call, len(ends))
 	for i, e := range ends {
 		c := &call{end: e, done: make(chan struct{})}
-		if e.Invalid == nil {
-			c.acc = a.o.Tools.Access(e.Name, e.Arguments)
+		args := e.Arguments
+		if e.Invalid != nil && e.RawArguments != "" {
+			// Arguments the model wrapped in a JSON string or a markdown
+			// fence go to the router as sent: it unwraps and audits them.
+			if obj, _, ok := toolcall.UnwrapArgs([]byte(e.RawArguments)); ok {
+				c.end.Invalid, c.end.Arguments, args = nil, json.RawMessage(e.RawArguments), obj
+			}
+		}
+		if c.end.Invalid == nil {
+			c.acc = a.o.Tools.Access(e.Name, args)
 		}
 		for j := range i {
-			if e.Invalid == nil && calls[j].end.Invalid == nil && conflict(calls[j].acc, c.acc) {
+			if c.end.Invalid == nil && calls[j].end.Invalid == nil && conflict(calls[j].acc, c.acc) {
 				c.deps = append(c.deps, j)
 			}
 		}

@@ -27,6 +27,9 @@ const (
 	MetaSanitizedSHA256 = "sanitized_sha256" // what the caller got
 	MetaRedactions      = "redactions"
 	MetaArg             = "arg"
+	// MetaNormalized says what the router repaired in the call (a
+	// mangled tool name, wrapped arguments) before judging it.
+	MetaNormalized = "normalized"
 )
 
 // DecisionEvent is the `syscall` audit record of one policy evaluation
@@ -175,6 +178,9 @@ func (r *Router) recordResult(ctx context.Context, cs *callState) {
 	}
 	if cs.review != nil {
 		md["review_scope"] = cs.review.Scope
+	}
+	if len(res.Normalized) > 0 {
+		md[MetaNormalized] = strings.Join(res.Normalized, "; ")
 	}
 	if res.Err != nil {
 		md[MetaErrorCode] = res.Err.Code

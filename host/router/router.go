@@ -8,13 +8,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/audit/redact"
 	"github.com/fluffy-waffle/fluffy/host/state"
+	"github.com/fluffy-waffle/fluffy/host/toolcall"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -146,6 +150,9 @@ type Result struct {
 	Instance   string
 	OutDir     string
 	Duration   time.Duration
+	// Normalized lists what the router repaired in the call before
+	// judging it (the tool name, wrapped arguments); it is audited.
+	Normalized []string
 }
 
 // callState carries one call through the pipeline.
@@ -175,6 +182,14 @@ func (r *Router) Call(ctx context.Context, sess *Session, c Call) Result {
 	cs := &callState{sess: sess, call: c, start: r.o.Now()}
 	cs.res = Result{CallID: c.ID, Plugin: c.Plugin, Tool: c.Tool}
 	r.recordExecute(ctx, cs)
+	// Arguments wrapped in a JSON string or a markdown fence are the
+	// object they hold; the record above keeps what was sent.
+	if len(c.Args) <= r.o.MaxArgsBytes {
+		if obj, how, ok := toolcall.UnwrapArgs(c.Args); ok {
+			cs.call.Args = obj
+			cs.res.Normalized = append(cs.res.Normalized, how...)
+		}
+	}
 	r.run(ctx, cs)
 	cs.res.Duration = r.o.Now().Sub(cs.start)
 	r.recordResult(ctx, cs)
@@ -189,7 +204,8 @@ func (cs *callState) fail(stage string, err *uerr.Error, retryable bool) {
 func (r *Router) run(ctx context.Context, cs *callState) {
 	c := cs.call
 	// 1. lookup
-	t, err := r.o.Catalog.Lookup(c.Plugin, c.Tool)
+	t, err := r.lookup(cs)
+	c = cs.call
 	if err != nil {
 		ue, ok := uerr.As(err)
 		if !ok {
@@ -280,6 +296,41 @@ func (r *Router) run(ctx context.Context, cs *callState) {
 	if pr.Err != nil {
 		cs.res.Err = r.sanitizeError(pr.Err, &cs.res.Redactions)
 	}
+}
+
+// lookup finds the call's tool. A name that is not a tool but spells
+// exactly one tool another way (fs_read, functions.fs.read, fs.Read) is
+// taken as that tool; two or more matches are refused as ambiguous.
+func (r *Router) lookup(cs *callState) (Target, error) {
+	c := cs.call
+	t, err := r.o.Catalog.Lookup(c.Plugin, c.Tool)
+	if err == nil || !uerr.HasCode(err, CodeUnknownTool) {
+		return t, err
+	}
+	var found []Target
+	var names []string
+	for _, n := range toolcall.NameCandidates(c.Tool) {
+		ct, cerr := r.o.Catalog.Lookup(c.Plugin, n)
+		if cerr != nil {
+			continue
+		}
+		if ct.Tool.Name == "" {
+			ct.Tool.Name = n
+		}
+		if !slices.Contains(names, n) {
+			found, names = append(found, ct), append(names, n)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return t, err
+	case 1:
+		cs.res.Normalized = append(cs.res.Normalized, fmt.Sprintf("tool name %q is %s", textsafe.Line(c.Tool, 80), names[0]))
+		cs.call.Tool, cs.res.Tool = names[0], names[0]
+		return found[0], nil
+	}
+	return Target{}, uerr.New(CodeUnknownTool, fmt.Sprintf("no tool is named %q; it could be any of %s", textsafe.Line(c.Tool, 80), strings.Join(names, ", ")),
+		"the name matches several tools once spelled another way", "call the tool by its exact name")
 }
 
 func (r *Router) dispatch(ctx context.Context, cs *callState) (Dispatched, error) {
