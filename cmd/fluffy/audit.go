@@ -84,7 +84,7 @@ func auditLog(e *env, args []string) error {
 	session := fs.String("session", "", "only records of this session id")
 	limit := fs.Int("limit", 50, "show the newest N matching records (0 = all)")
 	asJSON := fs.Bool("json", false, "one JSON record per line")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("audit log", err.Error(), "usage: fluffy audit log [--since T] [--until T] [--type a,b] [--session ID] [--limit N] [--json] [--project DIR] [--db DIR]")
 	}
 	if *limit < 0 {
@@ -149,7 +149,7 @@ func auditVerify(e *env, args []string) error {
 	all := fs.Bool("all", false, "verify every record, not only the tail")
 	file := fs.String("file", "", "verify a JSONL export instead of the database")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("audit verify", err.Error(), "usage: fluffy audit verify [--all] [--file export.jsonl] [--json] [--project DIR] [--db DIR]")
 	}
 	var rep audit.Report
@@ -221,7 +221,7 @@ func auditExport(e *env, args []string) error {
 	var a auditFlags
 	a.register(fs)
 	out := fs.String("o", "", "write to this file instead of stdout")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("audit export", err.Error(), "usage: fluffy audit export [-o FILE] [--project DIR] [--db DIR]")
 	}
 	l, err := openAudit(e, "export", &a)
@@ -262,7 +262,7 @@ func auditStats(e *env, args []string) error {
 	var a auditFlags
 	a.register(fs)
 	asJSON := fs.Bool("json", false, "print as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("audit stats", err.Error(), "usage: fluffy audit stats [--json] [--project DIR] [--db DIR]")
 	}
 	l, err := openAudit(e, "stats", &a)

@@ -29,7 +29,7 @@ func conformanceList(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the catalogue as JSON")
 	asMD := fs.Bool("markdown", false, "print the whole catalogue as the Markdown tables of docs/conformance.md")
 	profile := fs.String("profile", "", "only this profile")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("conformance list", err.Error(), "usage: fluffy conformance list [--profile P] [--json | --markdown]")
 	}
 	if *asMD {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -80,28 +79,6 @@ func builtinPluginDirs(e *env) []string {
 		exe = real
 	}
 	return []string{filepath.Join(filepath.Dir(exe), "plugins")}
-}
-
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
-}
-
-// parseInterspersed parses flags that may appear after positional args.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }
 
 // stringList is a repeatable flag; each value may hold a comma list.
@@ -221,7 +198,8 @@ func pluginRevoke(e *env, args []string) error {
 }
 
 func changeGrant(e *env, verb string, args []string) error {
-	if len(args) != 2 {
+	args, err := positionals("plugin "+verb, args)
+	if err != nil || len(args) != 2 {
 		return usageErr("plugin "+verb, "expected NAME TAG", "usage: fluffy plugin "+verb+" NAME TAG   (e.g. trusted_write)")
 	}
 	reg, closeFn, err := openRegistry(e)
@@ -255,7 +233,7 @@ func pluginList(e *env, args []string) error {
 	fs := newFlags("plugin list")
 	rejected := fs.Bool("rejected", false, "list rejected manifests and why")
 	asJSON := fs.Bool("json", false, "machine-readable output (stable)")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
 		return usageErr("plugin list", "unexpected arguments", "usage: fluffy plugin list [--rejected] [--json]")
 	}
 	reg, closeFn, err := openRegistry(e)
@@ -434,7 +412,8 @@ func pluginInfo(e *env, args []string) error {
 }
 
 func pluginRemove(e *env, args []string) error {
-	if len(args) != 1 {
+	args, err := positionals("plugin remove", args)
+	if err != nil || len(args) != 1 {
 		return usageErr("plugin remove", "expected NAME or NAME@VERSION", "usage: fluffy plugin remove NAME[@VERSION]")
 	}
 	name, version, _ := strings.Cut(args[0], "@")
@@ -454,7 +433,8 @@ func pluginRemove(e *env, args []string) error {
 }
 
 func pluginEnable(e *env, args []string) error {
-	if len(args) != 1 {
+	args, err := positionals("plugin enable", args)
+	if err != nil || len(args) != 1 {
 		return usageErr("plugin enable", "expected one plugin name", "usage: fluffy plugin enable NAME")
 	}
 	reg, closeFn, err := openRegistry(e)

@@ -121,7 +121,8 @@ func findSDK(flagDir string) (string, error) {
 // pluginStamp implements `fluffy plugin stamp DIR`: check that the entry
 // binary can run in the sandbox, then write its sha256 into plugin.yaml.
 func pluginStamp(e *env, args []string) error {
-	if len(args) != 1 {
+	args, err := positionals("plugin stamp", args)
+	if err != nil || len(args) != 1 {
 		return usageErr("plugin stamp", "expected one plugin directory", "usage: fluffy plugin stamp DIR")
 	}
 	path := filepath.Join(args[0], manifests.FileName)

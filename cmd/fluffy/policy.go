@@ -59,7 +59,7 @@ func printWarnings(w io.Writer, p *policy.Policy) {
 func policyShow(e *env, args []string) error {
 	fs := newPolicyFlags(e, "show")
 	project := projectFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("policy show", err.Error(), "run `fluffy policy show -h`")
 	}
 	p, err := activePolicy(e, *project)
@@ -98,7 +98,7 @@ func policyShow(e *env, args []string) error {
 
 func policyValidate(e *env, args []string) error {
 	fs := newPolicyFlags(e, "validate")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("policy validate", err.Error(), "run `fluffy policy validate FILE`")
 	}
 	if fs.NArg() != 1 {
@@ -136,7 +136,7 @@ func policyExplain(e *env, args []string) error {
 	fs.Var(&hosts, "declared-host", "host the caller's manifest declares (repeatable)")
 	fs.StringVar(&req.SessionMode, "mode", "", "session mode: strict, explore, debug")
 	fs.StringVar(&req.State, "state", "", "state machine state")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("policy explain", err.Error(), "run `fluffy policy explain -h`")
 	}
 	if req.Syscall == "" {
@@ -161,6 +161,14 @@ func policyExplain(e *env, args []string) error {
 	res := policy.NewEngine(p, policy.Options{Logger: e.log}).Explain(context.Background(), req)
 	w := e.stdout
 	fmt.Fprintf(w, "Request: %s\nPolicy:  %s (mode %s)\n", req, p.File, p.Mode)
+	if req.Path != "" {
+		class := policy.PathClassSource
+		if p.Tests.IsTest(req.Path) {
+			class = policy.PathClassTest
+		}
+		fmt.Fprintf(w, "Path:    %s is a %s file (path_class)\n", textsafe.Line(req.Path, 200), class)
+	}
+	fmt.Fprintf(w, "Tests:   %s\n", textsafe.Line(p.Tests.Describe(), 500))
 	if p.Unapproved != nil {
 		fmt.Fprintf(w, "         %s\n", textsafe.Line(p.Unapproved.Notice(), 500))
 	}
@@ -209,7 +217,7 @@ func policyUpdate(e *env, args []string) error {
 	project := projectFlag(fs)
 	yes := fs.Bool("yes", false, "approve the update without an interactive review (you reviewed the diff)")
 	confirm := fs.String("confirm", "", "the confirmation phrase, needed when more than 5 changes are breaking")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("policy update", err.Error(), "run `fluffy policy update FILE`")
 	}
 	if fs.NArg() != 1 {

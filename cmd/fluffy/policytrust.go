@@ -31,7 +31,7 @@ func policyTrust(e *env, args []string) error {
 	fs := newPolicyFlags(e, "trust")
 	project := projectFlag(fs)
 	yes := fs.Bool("yes", false, "trust the file without an interactive question (you reviewed it)")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
 		return usageErr("policy trust", "unexpected arguments", "usage: fluffy policy trust [--project DIR] [--yes]")
 	}
 	path := projectPolicyPath(*project)

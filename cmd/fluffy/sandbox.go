@@ -53,7 +53,7 @@ func sandboxLs(e *env, args []string) error {
 	fs := flag.NewFlagSet("sandbox ls", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	orphans := fs.Bool("orphans", false, "show only this home's resources whose kernel is gone")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("sandbox ls", err.Error(), "run `fluffy sandbox ls [--orphans]`")
 	}
 	return withRuntime(e, func(ctx context.Context, rt sandbox.Runtime, runDir string) error {
@@ -85,7 +85,7 @@ func sandboxGC(e *env, args []string) error {
 	fs := flag.NewFlagSet("sandbox gc", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	all := fs.Bool("all", false, "also remove sandboxes of this home's running kernels (never another home's)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return usageErr("sandbox gc", err.Error(), "run `fluffy sandbox gc [--all]`")
 	}
 	return withRuntime(e, func(ctx context.Context, rt sandbox.Runtime, runDir string) error {

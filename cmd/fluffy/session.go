@@ -188,7 +188,7 @@ func runAttach(e *env, args []string) error {
 	project := fs.String("project", ".", "project directory")
 	asJSON := fs.Bool("json", false, "print events as JSON lines")
 	after := fs.Int64("after", 0, "only events after this sequence number")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
 		return usageErr("attach", "unexpected arguments", "usage: fluffy attach [--project DIR] [--json] [--after SEQ]")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

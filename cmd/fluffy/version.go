@@ -15,7 +15,7 @@ func runVersion(e *env, args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "machine-readable output")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
 		return usageErr("version", "unexpected arguments", "usage: fluffy version [--json]")
 	}
 	if *asJSON {
