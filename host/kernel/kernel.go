@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,9 +95,10 @@ type Options struct {
 type Kernel struct {
 	Registry *registry.Registry
 	Plugins  *supervisor.Supervisor
-	// HomeAudit records plugin registry events ($FLUFFY_HOME/db); Audit is
-	// the project's log (<workspace>/.fluffy/db).
-	HomeAudit *audit.Log
+	// HomeAudit records plugin registry events ($FLUFFY_HOME/db, opened
+	// per use: see Home); Audit is the project's log
+	// (<workspace>/.fluffy/db), open for the kernel's life.
+	HomeAudit *HomeLog
 	Audit     *audit.Log
 	// ProjectDB is the project's database (<workspace>/.fluffy/db).
 	ProjectDB *store.DB
@@ -118,10 +118,16 @@ type Kernel struct {
 	// kernelTools are the tools the kernel serves itself (registered by
 	// the task runner).
 	kernelTools kernelTools
+	// provMu guards provider, pluginConfig and manifestNet: a task may
+	// switch the provider and its configuration (providers.go).
+	provMu sync.Mutex
 	// provider is the provider plugin the task runner talks to (the
 	// caller of the kernel tools the model asks for).
 	provider     string
 	pluginConfig map[string][]byte
+	// manifestNet is each plugin's network allowlist before the host of
+	// its configured base URL was added.
+	manifestNet map[string][]string
 	// stopPolicyWatch ends the project policy's hot reload (nil when the
 	// caller supplied the engine).
 	stopPolicyWatch func()
@@ -138,7 +144,7 @@ type Kernel struct {
 	home        string
 	sandboxed   bool
 	progress    func(string)
-	db          *store.DB
+	homeDB      *Home
 	sb          *sandboxes
 	log         hclog.Logger
 	// states is this kernel's view of its plugins' lifecycle (loaded,
@@ -166,10 +172,10 @@ func (k *Kernel) setPluginState(name string, st registry.State) {
 	k.states[name] = st
 }
 
-// HomeDB is the badger directory under $FLUFFY_HOME.
-func HomeDB(home string) string { return filepath.Join(home, "db") }
-
-// OpenHomeDB opens (creating) the home database.
+// OpenHomeDB opens (creating) the home database and holds it until Close,
+// waiting a bounded time (store.DefaultSharedWait) while another process
+// uses it. Kernels and the plugin CLI use OpenHome instead, which holds it
+// only per operation.
 func OpenHomeDB(ctx context.Context, home string, log hclog.Logger) (*store.DB, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", home, err)
@@ -177,7 +183,7 @@ func OpenHomeDB(ctx context.Context, home string, log hclog.Logger) (*store.DB, 
 	if err := diskfree.Ensure(home, 0, "fluffy's home database in "+home); err != nil {
 		return nil, err
 	}
-	return store.Open(ctx, store.Options{Dir: HomeDB(home), Logger: log})
+	return store.OpenWait(ctx, store.Options{Dir: HomeDB(home), Logger: log, Label: "home database"}, store.DefaultSharedWait)
 }
 
 // Open starts a kernel. Plugins are not launched until used.
@@ -192,14 +198,16 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 			"fluffy works on an existing project and creates none",
 			"pass --project with the path of an existing project directory (or cd into it)")
 	}
-	db, err := OpenHomeDB(ctx, o.Home, o.Logger)
+	// The home database is shared with every other kernel and the plugin
+	// CLI: it is opened per operation, never held for the kernel's life.
+	home, err := OpenHome(o.Home, HomeOptions{Logger: o.Logger, Project: o.Workspace, Command: "fluffy kernel", Clock: o.AuditClock, Retention: o.AuditRetention})
 	if err != nil {
 		return nil, err
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	k := &Kernel{db: db, log: o.Logger.Named("kernel"), workspace: o.Workspace, home: o.Home, progress: o.Progress, sessionMode: o.SessionMode, pluginConfig: o.PluginConfig}
+	k := &Kernel{homeDB: home, HomeAudit: home.Audit, log: o.Logger.Named("kernel"), workspace: o.Workspace, home: o.Home, progress: o.Progress, sessionMode: o.SessionMode, pluginConfig: o.PluginConfig}
 	watchPolicy := false
 	pins := pin.NewStore(o.Home)
 	if o.Policy == nil {
@@ -207,14 +215,15 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		// its content (a cloned repository ships whatever it likes).
 		p, err := pin.Load(o.Workspace, pins)
 		if err != nil {
-			_ = db.Close()
+			_ = home.Close()
 			return nil, err
 		}
 		o.Policy = policy.NewEngine(p, policy.Options{Logger: o.Logger})
 		watchPolicy = true
 	}
 	k.Policy = o.Policy
-	if k.HomeAudit, err = audit.Open(ctx, audit.Options{DB: db, Logger: o.Logger, Clock: o.AuditClock, Retention: o.AuditRetention}); err != nil {
+	// Verify the home log's tail once at start, as the project's is.
+	if err := k.HomeAudit.With(ctx, func(*audit.Log) error { return nil }); err != nil {
 		k.Close()
 		return nil, err
 	}
@@ -255,7 +264,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 			}
 		}
 	}
-	k.Registry = registry.New(db.Badger(), registry.Options{Home: o.Home, Logger: o.Logger, Auditor: Auditor{Log: k.HomeAudit, Logger: o.Logger}})
+	k.Registry = home.Registry(o.Home, o.Logger)
 	if o.NetworkAuditor == nil {
 		o.NetworkAuditor = Auditor{Log: k.Audit, Logger: o.Logger}
 	}
@@ -383,13 +392,10 @@ func (k *Kernel) loadAll(ctx context.Context) error {
 		}
 		spec, err := k.Registry.Runnable(r.Name)
 		if err == nil {
-			spec.ConfigJSON = k.pluginConfig[spec.Name]
-			if hp := baseURLHost(spec.ConfigJSON); hp != "" && !slices.Contains(spec.Network, hp) {
-				// The proxy allows the host of the configured base URL
-				// (a local Ollama, a company gateway), not only the
-				// manifest's.
-				spec.Network = append(slices.Clone(spec.Network), hp)
-			}
+			k.provMu.Lock()
+			k.setManifestNet(spec.Name, spec.Network)
+			configure(&spec, k.pluginConfig[spec.Name])
+			k.provMu.Unlock()
 			err = k.Plugins.Add(spec)
 		}
 		if err != nil {
@@ -447,9 +453,6 @@ func (k *Kernel) Close() {
 	if k.ProjectDB != nil {
 		_ = k.ProjectDB.Close()
 	}
-	if k.HomeAudit != nil {
-		_ = k.HomeAudit.Close()
-	}
 	if k.Session != nil {
 		if k.ephemeral {
 			_ = k.Session.Remove()
@@ -457,8 +460,8 @@ func (k *Kernel) Close() {
 			_ = k.Session.Close()
 		}
 	}
-	if k.db != nil {
-		_ = k.db.Close()
+	if k.homeDB != nil {
+		_ = k.homeDB.Close()
 	}
 }
 

@@ -28,7 +28,9 @@ func (c *stepClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func removedBy(ctx context.Context, t *testing.T, l *audit.Log, reason string) []audit.Record {
+func removedBy(ctx context.Context, t *testing.T, l interface {
+	Query(context.Context, audit.Filter) ([]audit.Record, error)
+}, reason string) []audit.Record {
 	t.Helper()
 	recs, err := l.Query(ctx, audit.Filter{Types: []audit.EventType{audit.EventAuditArchiveDeleted}})
 	if err != nil {

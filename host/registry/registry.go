@@ -63,16 +63,26 @@ type Options struct {
 	Now     func() time.Time
 }
 
+// DB is where the registry keeps its records: an open badger database, or
+// a store.Shared one (the home database, opened per operation so that
+// every kernel and the plugin CLI can use it at once). Each call is one
+// transaction; nothing holds the database between calls.
+type DB interface {
+	View(fn func(*badger.Txn) error) error
+	Update(fn func(*badger.Txn) error) error
+	Sync() error
+}
+
 // Registry is the plugin catalogue. Its records live in db; the plugin
 // files live under Home/plugins.
 type Registry struct {
-	db   *badger.DB
+	db   DB
 	opts Options
 	log  hclog.Logger
 }
 
-// New returns a Registry over an open badger database.
-func New(db *badger.DB, opts Options) *Registry {
+// New returns a Registry over db.
+func New(db DB, opts Options) *Registry {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}

@@ -147,15 +147,18 @@ func (s *Shared) Close() error {
 	return nil
 }
 
-// openWait opens the database, retrying while another process holds it.
-// The wait between tries grows from 2 ms to 50 ms, with jitter so that
+func (s *Shared) openWait(ctx context.Context) (*DB, error) { return OpenWait(ctx, s.o.Options, s.o.Wait) }
+
+// OpenWait is Open, retrying while another process holds the database, for
+// at most wait; then the error is STORE_LOCKED naming the holder. The
+// pause between tries grows from 2 ms to 50 ms, with jitter so that
 // waiting processes do not retry in step.
-func (s *Shared) openWait(ctx context.Context) (*DB, error) {
+func OpenWait(ctx context.Context, o Options, wait time.Duration) (*DB, error) {
 	start := time.Now()
-	deadline := start.Add(s.o.Wait)
+	deadline := start.Add(wait)
 	pause := 2 * time.Millisecond
 	for {
-		db, err := Open(ctx, s.o.Options)
+		db, err := Open(ctx, o)
 		if err == nil {
 			return db, nil
 		}
@@ -163,17 +166,17 @@ func (s *Shared) openWait(ctx context.Context) (*DB, error) {
 			return nil, err
 		}
 		if time.Now().After(deadline) {
-			label := s.o.Label
+			label := o.Label
 			if label == "" {
 				label = "project database"
 			}
-			return nil, lockedErr(s.o.Dir, label, err, time.Since(start))
+			return nil, lockedErr(o.Dir, label, err, time.Since(start))
 		}
 		t := time.NewTimer(pause/2 + rand.N(pause))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("wait for %s: %w", s.o.Dir, ctx.Err())
+			return nil, fmt.Errorf("wait for %s: %w", o.Dir, ctx.Err())
 		case <-t.C:
 		}
 		pause = min(pause*2, 50*time.Millisecond)
