@@ -147,7 +147,9 @@ func (s *Shared) Close() error {
 	return nil
 }
 
-func (s *Shared) openWait(ctx context.Context) (*DB, error) { return OpenWait(ctx, s.o.Options, s.o.Wait) }
+func (s *Shared) openWait(ctx context.Context) (*DB, error) {
+	return OpenWait(ctx, s.o.Options, s.o.Wait)
+}
 
 // OpenWait is Open, retrying while another process holds the database, for
 // at most wait; then the error is STORE_LOCKED naming the holder. The
