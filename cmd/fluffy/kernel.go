@@ -116,6 +116,7 @@ func kernelRun(e *env, args []string) error {
 		st := daemon.SessionStatus{Session: k.Session.ID(), L1: inL1, Sandbox: cfg.String("sandbox"), Provider: to.Provider, Model: to.Model, Pending: len(k.Session.Changes())}
 		if p := k.Policy.Policy(); p != nil {
 			st.Policy = pin.Describe(p)
+			st.TestFiles = p.Tests.Describe()
 			if p.Unapproved != nil {
 				st.PolicyWarning = p.Unapproved.Notice()
 			}

@@ -127,3 +127,29 @@ func TestPolicyShowsExtensionsAndNetworkWhitelist(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyExplainSaysWhichFilesAreTests: explain names the path's class
+// and the test path table the policy and the workflow gate share.
+func TestPolicyExplainSaysWhichFilesAreTests(t *testing.T) {
+	cases := []struct{ path, class, decision string }{
+		{"csv.go", "csv.go is a source file", "Decision: DENY"},
+		{"csv_test.go", "csv_test.go is a test file", "Decision: ALLOW"},
+		{"lib/__tests__/parse.js", "lib/__tests__/parse.js is a test file", "Decision: ALLOW"},
+		{"mypkg/core.py", "mypkg/core.py is a source file", "Decision: DENY"},
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			e, out, errb := testEnv("", false)
+			code := run([]string{"policy", "explain", "--project", t.TempDir(), "--syscall", "fs.write", "--path", c.path, "--sandbox", "code-executor",
+				"--caller", "tool-fs", "--mode", "strict", "--state", "test_writing"}, e)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errb)
+			}
+			for _, want := range []string{c.class, c.decision, "Tests:   common: test/; go: *_test.go, testdata/; js: *.test.*, *.spec.*, __tests__/"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("explain output lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}

@@ -146,6 +146,9 @@ func (rp *repl) slash(line string) bool {
 		if err = rp.s.call(ctx, daemon.MethodSessionStatus, daemon.SessionParams{}, &st); err == nil {
 			fmt.Fprintf(rp.e.stdout, "  session %s: %s mode, state %s, %d pending change(s)\n", st.Session, st.Mode, st.State, st.Pending)
 			fmt.Fprintf(rp.e.stdout, "  writable now: %s\n", orDash(strings.Join(st.Writable, ", ")))
+			if st.TestFiles != "" {
+				fmt.Fprintf(rp.e.stdout, "  test files: %s\n", safeLine(st.TestFiles, 400))
+			}
 			if st.Why != "" {
 				fmt.Fprintf(rp.e.stdout, "  why: %s\n", safeLine(st.Why, 400))
 			}

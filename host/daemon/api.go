@@ -123,6 +123,10 @@ type SessionStatus struct {
 	// NoTasks is set when the kernel cannot run tasks (no provider
 	// configured, or its configuration does not load): why, and the fix.
 	NoTasks string `json:"no_tasks,omitempty"`
+
+	// TestFiles says which files count as tests (the policy's test_paths
+	// table, by language): strict mode writes these before source.
+	TestFiles string `json:"test_files,omitempty"`
 }
 
 // SessionInfo is one entry of session.list.
