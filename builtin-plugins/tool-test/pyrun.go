@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // runPytest runs pytest (itself confined: it imports the project's code)
@@ -19,7 +20,19 @@ import (
 // project root, so the report's node ids are project-relative; the cache
 // provider is off and bytecode is not written, so pytest writes nothing
 // but the report and what the tests write under the scratch directory.
+// The project's virtualenv is used when it has one (pythonEnv), and the
+// summary says which interpreter and environment ran.
 func (j *job) runPytest(ctx context.Context, timeout time.Duration) testrun.Run {
+	pe, err := j.pythonEnv()
+	if err != nil {
+		return testrun.Run{Status: testrun.RunnerError, Summary: textsafe.Text(err.Error(), 2<<10)}
+	}
+	run := j.pytestWith(ctx, timeout, pe)
+	run.Summary = strings.TrimSpace(run.Summary + "\n" + pe.describe())
+	return run
+}
+
+func (j *job) pytestWith(ctx context.Context, timeout time.Duration, pe pyEnv) testrun.Run {
 	confined := filepath.Join(j.scratch, "run")
 	if err := os.MkdirAll(confined, 0o755); err != nil {
 		return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
@@ -28,13 +41,18 @@ func (j *job) runPytest(ctx context.Context, timeout time.Duration) testrun.Run 
 	// --continue-on-collection-errors: the modules that import still run,
 	// so one result has both the failing tests and every module that
 	// does not import.
-	argv := append(landlock.Command(j.self, confined), "python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+	argv := append(landlock.Command(j.self, confined), pe.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
 		"--continue-on-collection-errors", "--rootdir="+j.ws, "--junitxml="+report, "-o", "junit_family=xunit2")
 	if j.target != "." {
 		argv = append(argv, j.target)
 	}
 	env := append(j.baseEnv(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+	env = append(env, pe.env...)
+	if pe.bin != "" {
+		env = setEnv(env, "PATH", pe.bin+string(os.PathListSeparator)+getEnv(env, "PATH"))
+	}
 	stdout := &capBuffer{max: maxLogBytes}
+	mark := j.log.buf.Len()
 	res := j.execute(ctx, command{argv: argv, dir: j.ws, env: env, timeout: timeout}, stdout)
 	j.log.Write(res.stdout)
 	run := testrun.Run{Command: argv[3:]}
@@ -49,8 +67,22 @@ func (j *job) runPytest(ctx context.Context, timeout time.Duration) testrun.Run 
 	if err != nil {
 		// pytest exits 4 on usage errors and 3 on internal errors, without
 		// a report; a missing python3 or pytest gives none either.
+		words := textsafe.Text(j.runnerWords(mark), 1024)
+		if words == "" {
+			words = "(it printed nothing)"
+		}
 		run.Status = testrun.RunnerError
-		run.Summary = fmt.Sprintf("pytest wrote no report (exit code %d): %s", res.exitCode, clip(strings.TrimSpace(lastLines(res.stdout, 10)), 1024))
+		run.Summary = fmt.Sprintf("pytest did not run (exit code %d, no report): %s", res.exitCode, words)
+		if res.err != nil {
+			run.Summary += "; " + textsafe.Text(res.err.Error(), 512)
+		}
+		if strings.Contains(words, "No module named pytest") {
+			if pe.venv != "" {
+				run.Summary += fmt.Sprintf("; pytest is not installed in the project's virtualenv: on the host, run `%s/bin/python -m pip install pytest` (or add it to the project's dev dependencies and sync)", pe.venv)
+			} else {
+				run.Summary += "; pytest is not installed for the sandbox's python3 (/usr): install it on the host (`apt-get install python3-pytest`), or give the project a virtualenv (.venv) with pytest in it"
+			}
+		}
 		return run
 	}
 	parseJUnit(&run, data, j.ws, true)

@@ -65,7 +65,7 @@ func toolchains(pol *policy.Policy, home, project, hostRoot string, log hclog.Lo
 			}
 		}
 	}
-	return tcs, nil
+	return append(tcs, venvToolchains(project, home, userHome, hostRoot, tcs, log)...), nil
 }
 
 func overlaps(a, b string) bool {
