@@ -12,7 +12,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/textsafe"
@@ -36,20 +35,16 @@ func runPlugin(e *env, args []string) error {
 	})
 }
 
-// openRegistry opens the registry database under $FLUFFY_HOME, with its
-// changes recorded in the home audit log.
+// openRegistry opens the registry under $FLUFFY_HOME, with its changes
+// recorded in the home audit log. The home database is opened per
+// operation (kernel.OpenHome), so this works while kernels run.
 func openRegistry(e *env) (*registry.Registry, func(), error) {
 	ctx := context.Background()
-	db, err := kernel.OpenHomeDB(ctx, e.home, e.log)
+	home, err := kernel.OpenHome(e.home, kernel.HomeOptions{Logger: e.log, Command: "fluffy plugin"})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open plugin registry: %w", err)
 	}
-	log, err := audit.Open(ctx, audit.Options{DB: db, Logger: e.log})
-	if err != nil {
-		_ = db.Close()
-		return nil, nil, err
-	}
-	reg := registry.New(db.Badger(), registry.Options{Home: e.home, Logger: e.log, Auditor: kernel.Auditor{Log: log, Logger: e.log}})
+	reg := home.Registry(e.home, e.log)
 	// fluffy's builtins are known whether or not a kernel ran before
 	// (list shows them, info/disable/grant find them): register them the
 	// way a kernel does at start.
@@ -62,7 +57,7 @@ func openRegistry(e *env) (*registry.Registry, func(), error) {
 			e.log.Warn("discovering builtin plugins failed", "dir", d, "error", err)
 		}
 	}
-	return reg, func() { _ = log.Close(); _ = db.Close() }, nil
+	return reg, func() { _ = home.Close() }, nil
 }
 
 // builtinPluginDirs are where fluffy's own plugins live: ./plugins beside

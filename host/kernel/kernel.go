@@ -172,20 +172,6 @@ func (k *Kernel) setPluginState(name string, st registry.State) {
 	k.states[name] = st
 }
 
-// OpenHomeDB opens (creating) the home database and holds it until Close,
-// waiting a bounded time (store.DefaultSharedWait) while another process
-// uses it. Kernels and the plugin CLI use OpenHome instead, which holds it
-// only per operation.
-func OpenHomeDB(ctx context.Context, home string, log hclog.Logger) (*store.DB, error) {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", home, err)
-	}
-	if err := diskfree.Ensure(home, 0, "fluffy's home database in "+home); err != nil {
-		return nil, err
-	}
-	return store.OpenWait(ctx, store.Options{Dir: HomeDB(home), Logger: log, Label: "home database"}, store.DefaultSharedWait)
-}
-
 // Open starts a kernel. Plugins are not launched until used.
 func Open(ctx context.Context, o Options) (*Kernel, error) {
 	if o.Logger == nil {
