@@ -133,6 +133,9 @@ func (c layeredCache) serve(r io.Reader, w io.Writer) error {
 				res.Err = err.Error()
 			}
 		case "close":
+			// The go command trims its cache on exit, but not when a
+			// cache program stands in for it.
+			c.trim(time.Now())
 			return send(&res)
 		default:
 			res.Err = fmt.Sprintf("unknown command %q", req.Command)
@@ -157,6 +160,10 @@ func (c layeredCache) get(id []byte, res *cacheResponse) {
 		file, ok := outputFile(dir, out, size)
 		if !ok {
 			continue
+		}
+		if dir == c.upper {
+			markUsed(cacheFile(dir, id, "a"))
+			markUsed(file)
 		}
 		res.OutputID, res.Size, res.Time, res.DiskPath = out, size, &t, file
 		return
@@ -267,4 +274,50 @@ func writeAtomic(file string, data []byte) error {
 		return fmt.Errorf("cache write %s: %w", file, werr)
 	}
 	return nil
+}
+
+// The go command's trimming rules (cmd/go/internal/cache): an entry
+// used within trimLimit stays; use is recorded in its mtime at most
+// once per mtimeInterval; a trim runs at most once per trimInterval.
+const (
+	mtimeInterval = time.Hour
+	trimInterval  = 24 * time.Hour
+	trimLimit     = 5 * 24 * time.Hour
+)
+
+// markUsed records a use of an upper file the way the go command does.
+func markUsed(file string) {
+	now := time.Now()
+	if fi, err := os.Stat(file); err == nil && now.Sub(fi.ModTime()) >= mtimeInterval {
+		_ = os.Chtimes(file, now, now)
+	}
+}
+
+// trim removes the upper cache's entries unused for trimLimit, once per
+// trimInterval (trim.txt holds the last trim's Unix time, as the go
+// command keeps it). Only upper: lower is never written.
+func (c layeredCache) trim(now time.Time) {
+	stamp := filepath.Join(c.upper, "trim.txt")
+	if b, err := os.ReadFile(stamp); err == nil {
+		if t, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && now.Sub(time.Unix(t, 0)) < trimInterval {
+			return
+		}
+	}
+	cutoff := now.Add(-trimLimit)
+	for i := 0; i < 256; i++ {
+		sub := filepath.Join(c.upper, fmt.Sprintf("%02x", i))
+		ents, err := os.ReadDir(sub)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if n := e.Name(); !strings.HasSuffix(n, "-a") && !strings.HasSuffix(n, "-d") {
+				continue
+			}
+			if fi, err := e.Info(); err == nil && fi.ModTime().Before(cutoff) {
+				_ = os.RemoveAll(filepath.Join(sub, e.Name()))
+			}
+		}
+	}
+	_ = writeAtomic(stamp, []byte(strconv.FormatInt(now.Unix(), 10)))
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 )
@@ -224,4 +225,45 @@ func TestGoCacheProgProtocol(t *testing.T) {
 		})
 	}
 	sameSnapshot(t, "the lower cache", before, cacheSnapshot(t, lower))
+}
+
+// TestGoCacheProgTrims: at close the helper trims the project's cache as
+// the go command would (entries unused for five days), at most once a
+// day, and never touches the host's.
+func TestGoCacheProgTrims(t *testing.T) {
+	lower, upper := t.TempDir(), t.TempDir()
+	old := time.Now().Add(-6 * 24 * time.Hour)
+	put := func(dir, name string, mtime time.Time) string {
+		p := filepath.Join(dir, "ab", name)
+		if err := writeAtomic(p, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale, fresh, other := put(upper, "ab01-a", old), put(upper, "ab02-d", time.Now()), put(upper, "ab03-x", old)
+	lowerStale := put(lower, "ab01-a", old)
+	close := func() {
+		in := strings.NewReader(`{"ID":1,"Command":"close"}` + "\n")
+		if err := (layeredCache{lower: lower, upper: upper}).serve(in, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close()
+	for _, c := range []struct {
+		path string
+		want bool
+	}{{stale, false}, {fresh, true}, {other, true}, {lowerStale, true}} {
+		if _, err := os.Stat(c.path); (err == nil) != c.want {
+			t.Errorf("%s: exists %v, want %v", c.path, err == nil, c.want)
+		}
+	}
+	// Within a day of the last trim nothing is removed.
+	again := put(upper, "ab04-a", old)
+	close()
+	if _, err := os.Stat(again); err != nil {
+		t.Errorf("trimmed twice within a day: %v", err)
+	}
 }
