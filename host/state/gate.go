@@ -40,7 +40,7 @@ type ToolInfo struct {
 var builtinCatalog = []ToolInfo{
 	{"fs.read", false}, {"fs.list", false}, {"fs.exists", false}, {"fs.stat", false},
 	{"search.grep", false}, {"search.glob", false},
-	{"fs.write", true}, {"fs.delete", true}, {"fs.rename", true},
+	{"fs.write", true}, {"fs.edit", true}, {"fs.apply_patch", true}, {"fs.delete", true}, {"fs.rename", true},
 	{ToolTestRun, false}, {ToolShellExec, false}, {ToolContainerRun, false},
 	{ToolPlanComplete, false}, {ToolRequestExemption, false}, {ToolSetMode, false},
 }

@@ -391,13 +391,10 @@ func ApplyHunks(path string, old []byte, hunks []Hunk) (out []byte, normalized b
 	var res []string
 	pos := 0
 	for hi, h := range hunks {
-		var want, repl []string
+		var want []string
 		for _, l := range h.Lines {
 			if l.Kind != '+' {
 				want = append(want, l.Text)
-			}
-			if l.Kind != '-' {
-				repl = append(repl, l.Text)
 			}
 		}
 		from := pos
@@ -441,7 +438,20 @@ func ApplyHunks(path string, old []byte, hunks []Hunk) (out []byte, normalized b
 			return nil, false, hunkErr(path, hi, h, src[min(from, len(src)):], first, from)
 		}
 		res = append(res, src[pos:at]...)
-		res = append(res, repl...)
+		// Context lines keep the file's text (a normalised match may
+		// differ from the patch's in trailing whitespace).
+		oi := 0
+		for _, l := range h.Lines {
+			switch l.Kind {
+			case ' ':
+				res = append(res, src[at+oi])
+				oi++
+			case '-':
+				oi++
+			default:
+				res = append(res, l.Text)
+			}
+		}
 		pos = at + len(want)
 		if pos == len(src) {
 			if h.NoEOLNew {
