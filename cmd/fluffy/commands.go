@@ -12,6 +12,7 @@ func commands() []command {
 		{name: "session", summary: "list, show, resume, archive or start this project's sessions", run: runSession},
 		{name: "attach", summary: "follow the project's running task (after the terminal that started it left)", run: runAttach},
 		{name: "kernel", summary: "run the project's kernel process (normally started for you); status, stop", run: runKernel},
+		{name: "init", summary: "set fluffy up for this project: detect it, pick a provider, write .fluffy/config.yaml", run: runInit},
 		{name: "config", summary: "init, get, set and show settings (flags > FLUFFY_* > project > user > defaults)", run: runConfig},
 		{name: "policy", summary: "show, validate, explain, update and trust the security policy", run: runPolicy},
 	}

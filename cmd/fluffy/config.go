@@ -31,24 +31,8 @@ func configFiles(e *env, project string) config.Options {
 	return config.Options{UserFile: config.UserFile(e.home), ProjectFile: config.ProjectFile(abs), Getenv: e.getenv}
 }
 
-func configInit(e *env, args []string) error {
-	fs := newFlags("config init")
-	provider := fs.String("provider", "", "openai, anthropic, ollama or replay")
-	project := fs.Bool("project", false, "write the project's .fluffy/config.yaml instead of the user's")
-	force := fs.Bool("force", false, "replace an existing file")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *provider == "" {
-		return usageErr("config init", "--provider is required", "usage: fluffy config init --provider openai|anthropic|ollama|replay [--project] [--force]")
-	}
-	path := config.UserFile(e.home)
-	if *project {
-		path = config.ProjectFile(".")
-	}
-	if err := config.InitProvider(path, *provider, *force); err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "wrote %s\n%s\n", path, config.KeyInstructions(*provider))
-	return nil
-}
+// configInit is `fluffy config init`, the same command as `fluffy init`.
+func configInit(e *env, args []string) error { return runInit(e, args) }
 
 func configGet(e *env, args []string) error {
 	fs := newFlags("config get")

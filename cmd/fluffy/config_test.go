@@ -12,10 +12,10 @@ func TestConfigCommands(t *testing.T) {
 	c := newCLI(t)
 	proj := t.TempDir()
 	t.Chdir(proj)
-	if out, errOut, code := c.run("config", "init", "--provider", "ollama"); code != 0 || !strings.Contains(out, "Ollama needs no key") {
+	if out, errOut, code := c.run("config", "init", "--provider", "ollama", "--yes"); code != 0 || !strings.Contains(out, "Ollama needs no key") {
 		t.Fatalf("init: %d %s %s", code, out, errOut)
 	}
-	if _, _, code := c.run("config", "init", "--provider", "ollama"); code == 0 {
+	if _, _, code := c.run("config", "init", "--provider", "ollama", "--yes"); code == 0 {
 		t.Fatal("second init without --force succeeded")
 	}
 	if out, _, code := c.run("config", "get", "providers.ollama.base_url"); code != 0 || strings.TrimSpace(out) != "http://localhost:11434/v1" {
@@ -37,7 +37,7 @@ func TestConfigCommands(t *testing.T) {
 	for _, v := range vals {
 		got[v.Key] = v.Raw + "@" + v.Source
 	}
-	want := map[string]string{"provider": "ollama@user", "merge.auto_max_lines": "120@project", "model": "env-model@env", "test.timeout": "300s@default"}
+	want := map[string]string{"provider": "ollama@project", "merge.auto_max_lines": "120@project", "model": "env-model@env", "test.timeout": "300s@default"}
 	for k, w := range want {
 		if got[k] != w {
 			t.Fatalf("%s = %s, want %s", k, got[k], w)

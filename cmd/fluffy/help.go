@@ -56,9 +56,21 @@ func helpTopics() map[string]helpTopic {
 			text: "  --json          print as JSON\n" + projectFlag + "  --db DIR        the database directory\n"},
 
 		"config": {usage: "config SUBCOMMAND", summary: "init, get, set and show settings (flags > FLUFFY_* > project > user > defaults)"},
-		"config init": {usage: "config init --provider openai|anthropic|ollama|replay [--project] [--force]", summary: "write a config file for a provider",
-			text: "  --provider P    openai, anthropic, ollama or replay (required)\n" +
-				"  --project       write the project's .fluffy/config.yaml instead of the user's\n  --force         replace an existing file\n"},
+		"config init": {usage: "config init [init's flags]", summary: "the same as `fluffy init`",
+			text: "`fluffy config init` is another name of `fluffy init` (see `fluffy init --help`): the same flags,\n" +
+				"the same file (the project's .fluffy/config.yaml; --user for $FLUFFY_HOME/config.yaml).\n"},
+		"init": {usage: "init [--provider openai|anthropic|ollama|replay] [--model NAME] [--cassette FILE] [--project DIR] [--user] [--yes] [--force]",
+			summary: "set fluffy up for this project: detect it, pick a provider, write .fluffy/config.yaml",
+			text: "Says what fluffy sees in the project (Go go.mod, Python pyproject.toml/setup.py/pytest.ini/setup.cfg,\n" +
+				"Node package.json, Rust Cargo.toml, and the test runner of each), what the active policy lets the AI\n" +
+				"write and why, and what each provider needs; then asks for a provider and a model and writes\n" +
+				"<project>/.fluffy/config.yaml. Without a terminal, or with --yes, it asks nothing: --provider is\n" +
+				"then required. The API key is never written: it stays in OPENAI_API_KEY / ANTHROPIC_API_KEY (or a\n" +
+				"key file named by providers.NAME.api_key_file). `fluffy config init` is the same command.\n\n" +
+				"  --provider P    openai, anthropic, ollama or replay\n  --model NAME    the model (default: the provider's, e.g. gpt-4.1)\n" +
+				"  --cassette FILE replay: the cassette to play (stored as an absolute path)\n" + projectFlag +
+				"  --user          write $FLUFFY_HOME/config.yaml instead of the project's\n" +
+				"  --yes           write without asking\n  --force         replace an existing file\n"},
 		"config get": {usage: "config get KEY [--project DIR]", summary: "print one setting's effective value",
 			text: "Keys: see `fluffy config show --all`.\n\n" + projectFlag},
 		"config set": {usage: "config set KEY VALUE [--project]", summary: "change one setting",

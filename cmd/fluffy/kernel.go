@@ -71,21 +71,23 @@ func kernelRun(e *env, args []string) error {
 	defer d.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// Every provider gets its configuration (a task may pick another one
-	// with --provider); the configured provider's problems are reported.
+	// What each provider starts with when a task brings no configuration.
+	// The CLI sends its own with every task (provider.go): the provider,
+	// model and key of the shell that typed it, not of the one that
+	// started this kernel.
 	pluginCfg := map[string][]byte{}
 	var cfgErr error
 	for _, p := range []string{"openai", "anthropic", "replay"} {
-		if b, err := providerConfig(e, cfg, p); err == nil {
+		if b, err := providerConfig(e, cfg, p, ""); err == nil {
 			pluginCfg[providerPlugin(p)] = b
 		}
 	}
 	if p := cfg.String("provider"); p != "" {
-		b, err := providerConfig(e, cfg, p)
-		if err != nil {
-			cfgErr = err
+		if b, err := providerConfig(e, cfg, p, modelFor(cfg, p, false)); err == nil {
+			pluginCfg[providerPlugin(p)] = b
+		} else {
+			e.log.Warn("the configured provider's settings are incomplete; tasks must bring their own", "provider", p, "error", err)
 		}
-		pluginCfg[providerPlugin(p)] = b
 	}
 	k, err := kernel.Open(ctx, kernel.Options{
 		Home: e.home, Workspace: ws, Logger: e.log, ProjectSession: true, Sandbox: cfg.String("sandbox"), Getenv: e.getenv,

@@ -35,7 +35,8 @@ func providerPlugin(name string) string {
 // providerConfig is what a provider plugin receives at Configure: its base
 // URL, model, key (read here from the environment or the key file, never
 // passed through the plugin's environment) and, for replay, the cassette.
-func providerConfig(e *env, cfg *config.Config, name string) ([]byte, error) {
+// model "" is the provider's `model` key.
+func providerConfig(e *env, cfg *config.Config, name, model string) ([]byte, error) {
 	c := map[string]any{}
 	switch name {
 	case "replay":
@@ -56,26 +57,45 @@ func providerConfig(e *env, cfg *config.Config, name string) ([]byte, error) {
 	default:
 		c["base_url"] = cfg.String("providers." + name + ".base_url")
 		c["model"] = cfg.String("providers." + name + ".model")
-		key := ""
-		switch name {
-		case "openai":
-			key = e.getenv("OPENAI_API_KEY")
-		case "anthropic":
-			key = e.getenv("ANTHROPIC_API_KEY")
-		}
-		if f := cfg.String("providers." + name + ".api_key_file"); key == "" && f != "" {
-			b, err := readBounded(f, 16<<10)
-			if err != nil {
-				return nil, uerr.Wrap(err, "CONFIG_INVALID", "cannot read the API key file "+f, err.Error(), "check providers."+name+".api_key_file (mode 0600)")
-			}
-			key = strings.TrimSpace(string(b))
+		key, err := providerKey(e, cfg, name)
+		if err != nil {
+			return nil, err
 		}
 		c["api_key"] = key
 	}
-	if m := cfg.String("model"); m != "" {
-		c["model"] = m
+	if model != "" {
+		c["model"] = model
 	}
 	return json.Marshal(c)
+}
+
+// providerKey is the API key of provider name: its standard variable,
+// else the key file; "" when neither is set.
+func providerKey(e *env, cfg *config.Config, name string) (string, error) {
+	key := ""
+	if v := keyVar(name); v != "" {
+		key = e.getenv(v)
+	}
+	if f := cfg.String("providers." + name + ".api_key_file"); key == "" && f != "" {
+		b, err := readBounded(f, 16<<10)
+		if err != nil {
+			return "", uerr.Wrap(err, "CONFIG_INVALID", "cannot read the API key file "+f, err.Error(), "check providers."+name+".api_key_file (mode 0600)")
+		}
+		key = strings.TrimSpace(string(b))
+	}
+	return key, nil
+}
+
+// keyVar is the environment variable holding provider name's API key (""
+// for providers that need none).
+func keyVar(name string) string {
+	switch name {
+	case "openai":
+		return "OPENAI_API_KEY"
+	case "anthropic":
+		return "ANTHROPIC_API_KEY"
+	}
+	return ""
 }
 
 func readBounded(path string, max int64) ([]byte, error) {
@@ -96,13 +116,11 @@ func readBounded(path string, max int64) ([]byte, error) {
 	return b, err
 }
 
-// taskOptions are the task runner's settings from the config.
+// taskOptions are the task runner's settings from the config: its
+// provider and model are the default of a task that names none.
 func taskOptions(cfg *config.Config) kernel.TaskOptions {
-	model := cfg.String("model")
 	p := cfg.String("provider")
-	if model == "" && p != "" && p != "replay" {
-		model = cfg.String("providers." + p + ".model")
-	}
+	model := modelFor(cfg, p, false)
 	return kernel.TaskOptions{
 		Provider: providerPlugin(p), Model: model,
 		Limits: agent.Limits{
@@ -141,7 +159,7 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 			tctx = ctx
 		}
 		done, err := t.Run(tctx, kernel.TaskRequest{Prompt: p.Prompt, Yes: p.Yes, Interactive: p.Interactive, Mode: p.Mode,
-			Provider: providerPlugin(p.Provider), Model: p.Model, Record: p.Record},
+			Provider: providerPlugin(p.Provider), Model: p.Model, ProviderConfig: p.ProviderConfig, Record: p.Record},
 			func(ev agent.Event) { _ = req.Emit(ev) })
 		if err != nil {
 			return nil, err

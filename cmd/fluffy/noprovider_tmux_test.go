@@ -11,8 +11,9 @@ import (
 
 // TestREPLWithoutProviderSaysWhy: a newcomer runs `fluffy` in a project with
 // no configuration at all. The prompt still shows the session's mode and
-// state (not "[-] [-]"), and the banner says, before anything is typed, that
-// no task can run yet and how to configure a provider.
+// state (not "[-] [-]"), the banner says in two lines what fluffy found and
+// which providers there are (with their keys and `fluffy init`), and
+// /status says why no task can run yet.
 func TestREPLWithoutProviderSaysWhy(t *testing.T) {
 	needDockerCLI(t)
 	fluffy := fluffyLayout(t)
@@ -38,12 +39,16 @@ func TestREPLWithoutProviderSaysWhy(t *testing.T) {
 	if !strings.Contains(sc, "[strict] [idle] > ") {
 		t.Fatalf("the prompt does not show the session's mode and state:\n%s", sc)
 	}
-	if !strings.Contains(joined, "! no task can run yet: no AI provider is configured") || !strings.Contains(joined, "fluffy config set provider") {
-		t.Fatalf("the banner does not say why no task can run and how to fix it:\n%s", sc)
+	for _, want := range []string{"new here: no go.mod, pyproject.toml", "strict mode: a failing test first",
+		"no provider yet: openai (OPENAI_API_KEY), anthropic (ANTHROPIC_API_KEY), ollama", "run `fluffy init`"} {
+		if !strings.Contains(joined, want) {
+			t.Fatalf("the first-run banner does not say %q:\n%s", want, sc)
+		}
 	}
 	s.send("/status", "Enter")
-	s.wait(time.Minute, "/status saying it too", func(sc string) bool {
-		return strings.Count(strings.ReplaceAll(sc, "\n", ""), "! no task can run yet") >= 2
+	s.wait(time.Minute, "/status saying why no task can run", func(sc string) bool {
+		j := strings.ReplaceAll(sc, "\n", "")
+		return strings.Contains(j, "! no task can run yet: no AI provider is configured") && strings.Contains(j, "fluffy init")
 	})
 	s.send("/exit", "Enter")
 	s.wait(time.Minute, "fluffy to exit", func(sc string) bool { return strings.Contains(sc, "FLUFFY-EXITED-0") })

@@ -7,13 +7,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/peterh/liner"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
+	"github.com/fluffy-waffle/fluffy/host/config"
 	"github.com/fluffy-waffle/fluffy/host/daemon"
+	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -25,6 +28,8 @@ var slashHelp = [][2]string{
 	{"/strict", "switch to strict mode (test first)"},
 	{"/explore", "switch to explore mode (through the policy)"},
 	{"/debug", "switch to debug mode (needs review)"},
+	{"/provider [NAME]", "show or switch the provider of the next tasks: openai, anthropic, ollama, replay"},
+	{"/model [NAME]", "show or switch the model of the next tasks (/model - goes back to the configured one)"},
 	{"/undo", "drop the last proposed change"},
 	{"/approve [FILE…|SCOPE]", "approve the pending review: a merge's files (all, or some); a tool call once, session or always (always proposes a policy change, reviewed next)"},
 	{"/reject [reason]", "reject the pending review"},
@@ -41,6 +46,28 @@ type repl struct {
 	r     *renderer
 	ctx   context.Context
 	fatal chan error
+	f     taskFlags
+	// provider and model, when set, are /provider's and /model's choice;
+	// they win over the flags and the config for this shell's tasks.
+	provider, model string
+}
+
+// current is the provider the next task runs on, read afresh (a `fluffy
+// init` or `config set` in another terminal applies to the next task).
+func (rp *repl) current() (taskProvider, error) {
+	cfg, err := loadTaskConfig(rp.e, rp.f)
+	if err != nil {
+		return taskProvider{}, err
+	}
+	return resolveProvider(rp.e, cfg, rp.provider, rp.model)
+}
+
+// promptLabel prefixes the prompt with the provider/model tasks run on.
+func (rp *repl) promptLabel() string {
+	if tp, err := rp.current(); err == nil {
+		return safeLine(tp.label(), 60) + " "
+	}
+	return ""
 }
 
 func runREPL(e *env, f taskFlags) int {
@@ -57,7 +84,7 @@ func runREPL(e *env, f taskFlags) int {
 	// Stop supervising before the connection closes, or the supervisor
 	// takes the closed connection for a dead kernel and restarts it.
 	defer func() { cancel(); s.client().Close() }()
-	rp := &repl{e: e, s: s, ctx: ctx, fatal: make(chan error, 1), r: newRenderer(e.stdout, colorOn(e, s.cfg), true)}
+	rp := &repl{e: e, s: s, ctx: ctx, f: f, fatal: make(chan error, 1), r: newRenderer(e.stdout, colorOn(e, s.cfg), true)}
 	s.supervise(ctx, func(err error) { rp.fatal <- err })
 	rp.ln = liner.NewLiner()
 	defer rp.ln.Close()
@@ -76,6 +103,7 @@ func runREPL(e *env, f taskFlags) int {
 		fmt.Fprintf(e.stdout, "  the kernel runs as a local process (--l1=none)\n")
 	}
 	printPolicyWarning(e.stdout, st)
+	rp.printProviderProblem(true)
 	aborted := false
 	for {
 		select {
@@ -84,7 +112,7 @@ func runREPL(e *env, f taskFlags) int {
 		default:
 		}
 		_ = s.call(ctx, daemon.MethodSessionStatus, daemon.SessionParams{}, &st)
-		line, err := rp.ln.Prompt(fmt.Sprintf("[%s] [%s] > ", orDash(st.Mode), orDash(st.State)))
+		line, err := rp.ln.Prompt(fmt.Sprintf("%s[%s] [%s] > ", rp.promptLabel(), orDash(st.Mode), orDash(st.State)))
 		if errors.Is(err, liner.ErrPromptAborted) {
 			if aborted {
 				return 0
@@ -109,13 +137,48 @@ func runREPL(e *env, f taskFlags) int {
 			}
 			continue
 		}
-		done, err := s.runTask(ctx, daemon.TaskParams{Prompt: line, Interactive: true, Provider: s.cfg.String("provider"), Model: s.cfg.String("model")}, rp.r.Event, rp)
+		tp, err := rp.current()
+		if err != nil {
+			fmt.Fprint(e.stderr, uerr.From(err).Render())
+			continue
+		}
+		done, err := s.runTask(ctx, daemon.TaskParams{Prompt: line, Interactive: true, Provider: tp.name, Model: tp.model, ProviderConfig: tp.config}, rp.r.Event, rp)
 		rp.r.Close()
 		if err != nil {
 			fmt.Fprint(e.stderr, uerr.From(err).Render())
 			continue
 		}
 		_ = done
+	}
+}
+
+// printProvider says what the next task runs on, or why it cannot run.
+func (rp *repl) printProvider() {
+	tp, err := rp.current()
+	if err != nil {
+		rp.printProviderProblem(false)
+		return
+	}
+	fmt.Fprintf(rp.e.stdout, "  provider %s, model %s (provider from %s)\n", tp.name, orDash(tp.model), safeLine(tp.from, 200))
+}
+
+// printProviderProblem says why no task can run yet: the first-run lines
+// when nothing names a provider (banner), the missing key otherwise.
+func (rp *repl) printProviderProblem(banner bool) {
+	_, err := rp.current()
+	if err == nil {
+		return
+	}
+	if uerr.HasCode(err, kernel.CodeNoProvider) && banner {
+		for _, l := range bannerLines(rp.s.project) {
+			fmt.Fprintf(rp.e.stdout, "  %s\n", l)
+		}
+		return
+	}
+	ue := uerr.From(err)
+	fmt.Fprintf(rp.e.stdout, "  ! no task can run yet: %s\n", safeLine(ue.What, 300))
+	if ue.Fix != "" {
+		fmt.Fprintf(rp.e.stdout, "    %s\n", safeLine(ue.Fix, 400))
 	}
 }
 
@@ -156,7 +219,8 @@ func (rp *repl) slash(line string) bool {
 			if !st.L1 {
 				where = "a local process (--l1=none)"
 			}
-			fmt.Fprintf(rp.e.stdout, "  kernel: %s; plugins in %s sandboxes; provider %s %s\n", where, st.Sandbox, orDash(st.Provider), st.Model)
+			fmt.Fprintf(rp.e.stdout, "  kernel: %s; plugins in %s sandboxes\n", where, st.Sandbox)
+			rp.printProvider()
 			fmt.Fprintf(rp.e.stdout, "  policy: %s\n", safeLine(orDash(st.Policy), 300))
 			printPolicyWarning(rp.e.stdout, st)
 		}
@@ -172,6 +236,25 @@ func (rp *repl) slash(line string) bool {
 				fmt.Fprintf(rp.e.stdout, "  tech debt: %s\n", st.Debt)
 			}
 		}
+	case "/provider":
+		if arg != "" {
+			if !slices.Contains(config.ProviderNames(), arg) {
+				err = uerr.New("USAGE", fmt.Sprintf("unknown provider %q", safeLine(arg, 40)), "fluffy ships the providers "+strings.Join(config.ProviderNames(), ", "), "type /provider NAME with one of them")
+				break
+			}
+			// A model belongs to its provider: the new one starts on its own.
+			rp.provider, rp.model = arg, ""
+		}
+		rp.printProvider()
+	case "/model":
+		switch arg {
+		case "":
+		case "-":
+			rp.model = ""
+		default:
+			rp.model = arg
+		}
+		rp.printProvider()
 	case "/pin":
 		if arg == "" {
 			err = uerr.New("USAGE", "/pin needs text", "pinned text stays in the model's context", "type /pin TEXT")

@@ -18,6 +18,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/config"
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
+	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -33,8 +34,8 @@ func parseTaskFlags(args []string) (taskFlags, error) {
 	var f taskFlags
 	fs := newFlags("fluffy")
 	fs.StringVar(&f.mode, "mode", "", "workflow mode to start in: strict, explore, debug (explore/debug go through the policy)")
-	fs.StringVar(&f.provider, "provider", "", "AI provider: openai, anthropic, ollama, replay")
-	fs.StringVar(&f.model, "model", "", "model name")
+	fs.StringVar(&f.provider, "provider", "", "AI provider of this task: openai, anthropic, ollama, replay (beats FLUFFY_PROVIDER and the config files)")
+	fs.StringVar(&f.model, "model", "", "model of this task (beats FLUFFY_MODEL and the config files; default: the provider's)")
 	fs.StringVar(&f.l1, "l1", "", "where the kernel runs: docker (an L1 container) or none (a local process)")
 	fs.StringVar(&f.project, "project", ".", "project directory")
 	fs.BoolVar(&f.yes, "yes", false, "without a terminal, merge a change that meets the auto-merge criteria (tests pass, nothing the policy sends to review, at most merge.auto_max_lines); never answers a review")
@@ -59,6 +60,16 @@ func (f taskFlags) flagValues() map[string]string {
 	return m
 }
 
+// loadTaskConfig reads the settings a task runs with: the flags, then
+// FLUFFY_*, then the project's and the user's config files.
+func loadTaskConfig(e *env, f taskFlags) (*config.Config, error) {
+	project, err := existingDir(f.project)
+	if err != nil {
+		return nil, err
+	}
+	return config.Load(config.Options{UserFile: config.UserFile(e.home), ProjectFile: config.ProjectFile(project), Getenv: e.getenv, Flags: f.flagValues()})
+}
+
 // session connects to (starting if needed) the project's kernel.
 type session struct {
 	e       *env
@@ -74,7 +85,7 @@ func openSession(ctx context.Context, e *env, f taskFlags, progress func(string)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := config.Load(config.Options{UserFile: config.UserFile(e.home), ProjectFile: config.ProjectFile(project), Getenv: e.getenv, Flags: f.flagValues()})
+	cfg, err := loadTaskConfig(e, f)
 	if err != nil {
 		return nil, err
 	}
@@ -272,12 +283,27 @@ func runOneShot(e *env, f taskFlags) int {
 			}
 		}()
 	}
+	// The provider, model and key are settled here, before the kernel is
+	// started or anything is sent: a missing key is named now.
+	cfg, err := loadTaskConfig(e, f)
+	if err != nil {
+		return report(e, err)
+	}
+	tp, err := resolveProvider(e, cfg, "", "")
+	if err != nil {
+		if uerr.HasCode(err, kernel.CodeNoProvider) && !f.json {
+			if dir, derr := existingDir(f.project); derr == nil {
+				firstRunGuide(e.stderr, e, dir, true)
+			}
+		}
+		return report(e, err)
+	}
 	s, err := openSession(ctx, e, f, progress)
 	if err != nil {
 		return report(e, err)
 	}
 	if rec != nil {
-		rec.header(Version, s.cfg.String("provider"), s.cfg.String("model"))
+		rec.header(Version, tp.name, tp.model)
 	}
 	var st daemon.SessionStatus
 	if s.call(ctx, daemon.MethodSessionStatus, daemon.SessionParams{}, &st) == nil {
@@ -314,7 +340,7 @@ func runOneShot(e *env, f taskFlags) int {
 	if interactive {
 		rev = lineReviewer{in: bufio.NewReader(e.stdin), out: e.stdout}
 	}
-	done, err := s.runTask(ctx, daemon.TaskParams{Prompt: f.prompt, Mode: f.mode, Provider: s.cfg.String("provider"), Model: s.cfg.String("model"), Yes: f.yes, Interactive: interactive, Record: rec != nil}, render, rev)
+	done, err := s.runTask(ctx, daemon.TaskParams{Prompt: f.prompt, Mode: f.mode, Provider: tp.name, Model: tp.model, ProviderConfig: tp.config, Yes: f.yes, Interactive: interactive, Record: rec != nil}, render, rev)
 	select {
 	case ferr := <-fatal:
 		return report(e, ferr)

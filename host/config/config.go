@@ -444,9 +444,9 @@ func KeyHelp(name string) string {
 func KeyInstructions(provider string) string {
 	switch provider {
 	case "openai":
-		return "Put the API key in OPENAI_API_KEY, or in a file of mode 0600 named by providers.openai.api_key_file. It is handed to the provider plugin at start-up and never written to config, logs or the audit log."
+		return "Put the API key in OPENAI_API_KEY, or in a file of mode 0600 named by providers.openai.api_key_file. fluffy reads it from the shell that runs each task and hands it to the provider plugin; it is never written to config, logs or the audit log."
 	case "anthropic":
-		return "Put the API key in ANTHROPIC_API_KEY, or in a file of mode 0600 named by providers.anthropic.api_key_file. It is handed to the provider plugin at start-up and never written to config, logs or the audit log."
+		return "Put the API key in ANTHROPIC_API_KEY, or in a file of mode 0600 named by providers.anthropic.api_key_file. fluffy reads it from the shell that runs each task and hands it to the provider plugin; it is never written to config, logs or the audit log."
 	case "ollama":
 		return "Ollama needs no key. Start it (`ollama serve`) and pull the model (`ollama pull " + defaultModel("ollama") + "`)."
 	case "replay":

@@ -1,6 +1,10 @@
 package daemon
 
-import "github.com/fluffy-waffle/fluffy/host/agent"
+import (
+	"encoding/json"
+
+	"github.com/fluffy-waffle/fluffy/host/agent"
+)
 
 // The kernel's IPC methods for the CLI (params and results are JSON). The
 // channel itself answers ping and ipc.cancel.
@@ -40,6 +44,11 @@ type TaskParams struct {
 	Mode     string `json:"mode,omitempty"`
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`
+	// ProviderConfig is the provider plugin's configuration for this task
+	// (base URL, model, API key from the CLI's environment or key file).
+	// It holds a secret: it travels only over the owner-only socket and is
+	// never logged or audited.
+	ProviderConfig json.RawMessage `json:"provider_config,omitempty"`
 	// Yes auto-approves what the policy allows to be auto-approved, never
 	// more.
 	Yes bool `json:"yes,omitempty"`

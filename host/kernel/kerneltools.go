@@ -78,11 +78,12 @@ func (kt *kernelTools) dispatch(ctx context.Context, call tool.Call, caller poli
 // modelCaller is who the model's calls of kernel tools come from: the
 // provider plugin that produced them.
 func (k *Kernel) modelCaller() policy.Caller {
-	if k.provider == "" {
+	name := k.currentProvider()
+	if name == "" {
 		return policy.Caller{Kind: "plugin", Plugin: "model", PluginKind: "provider"}
 	}
-	if spec, ok := k.Plugins.Spec(k.provider); ok {
+	if spec, ok := k.Plugins.Spec(name); ok {
 		return callerOf(spec, "")
 	}
-	return policy.Caller{Kind: "plugin", Plugin: k.provider, PluginKind: "provider"}
+	return policy.Caller{Kind: "plugin", Plugin: name, PluginKind: "provider"}
 }

@@ -64,6 +64,11 @@ type TaskRequest struct {
 	// Provider (a provider plugin's name) and Model override the
 	// configured ones for this task (--provider, --model).
 	Provider, Model string
+	// ProviderConfig, when not nil, is the Configure JSON Provider runs
+	// with for this task (base URL, model, API key), as the CLI resolved
+	// it from its own configuration and environment: the key is the
+	// CLI's, not the kernel's. It is secret: never logged or audited.
+	ProviderConfig []byte
 	// Record turns every provider turn of the task into a cassette line,
 	// sent as a recorded_turn event (`fluffy --record FILE`).
 	Record bool
@@ -114,15 +119,11 @@ func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
 	if o.Logger == nil {
 		o.Logger = k.log
 	}
-	if o.Provider == "" {
-		return nil, uerr.New(CodeNoProvider, "no AI provider is configured", "a task needs a provider plugin to talk to a model",
-			"set one: `fluffy config set provider replay` (offline), `openai` or `anthropic`")
-	}
-	if _, ok := k.Plugins.Spec(o.Provider); !ok {
-		return nil, uerr.New(CodeNoProvider, fmt.Sprintf("the provider plugin %s is not loaded", o.Provider),
-			"it is not installed, not enabled, or was rejected", "run `fluffy plugin list` and `make build` (fluffy's own providers are builtin plugins)")
-	}
+	// No provider here is not an error: each task may name its own
+	// (TaskRequest.Provider), and Run says so when neither does.
+	k.provMu.Lock()
 	k.provider = o.Provider
+	k.provMu.Unlock()
 	t := &Tasks{k: k, o: o, log: o.Logger.Named("task"), subs: map[chan agent.Event]struct{}{},
 		reviews: map[string]pendingReview{}, approved: map[string]bool{}}
 	t.am = &amender{engine: k.Policy, path: policy.ProjectPath(k.workspace), pins: pin.NewStore(k.home), project: k.workspace, audit: Auditor{Log: k.Audit, Logger: o.Logger}}
@@ -195,25 +196,30 @@ func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)
 		return agent.DoneEvent{}, uerr.New(CodeTaskRunning, "a task is already running in this session",
 			"one session runs one task at a time", "wait for it, follow it with `fluffy attach`, or cancel it (Ctrl-C in its terminal, or /cancel)")
 	}
-	if req.Provider != "" {
-		if _, ok := t.k.Plugins.Spec(req.Provider); !ok {
-			t.mu.Unlock()
-			return agent.DoneEvent{}, uerr.New(CodeNoProvider, fmt.Sprintf("the provider plugin %s is not loaded", req.Provider),
-				"it is not installed, not enabled, or was rejected", "run `fluffy plugin list`; fluffy's own providers are provider-openai, provider-anthropic and provider-replay")
-		}
-	}
-	t.provider, t.model = t.o.Provider, t.o.Model
+	provider, model := t.o.Provider, t.o.Model
 	if req.Provider != "" && req.Provider != t.o.Provider {
-		t.provider, t.model = req.Provider, ""
+		provider, model = req.Provider, ""
 	}
 	if req.Model != "" {
-		t.model = req.Model
+		model = req.Model
 	}
+	if provider == "" {
+		t.mu.Unlock()
+		return agent.DoneEvent{}, uerr.New(CodeNoProvider, "no AI provider is configured", "a task needs a provider plugin to talk to a model",
+			"name one: `fluffy init` (asks), `fluffy --provider openai|anthropic|ollama|replay \"...\"`, or `fluffy config set provider NAME`")
+	}
+	// Switched while no task runs: the previous task's provider calls
+	// are over, so its instance can be replaced.
+	if err := t.k.useProvider(provider, req.ProviderConfig); err != nil {
+		t.mu.Unlock()
+		return agent.DoneEvent{}, err
+	}
+	t.provider, t.model = provider, model
 	t.running, t.cancel, t.task = true, cancel, req.Prompt
 	t.yes, t.interactive = req.Yes, req.Interactive
 	t.rec = nil
 	if req.Record {
-		t.rec = newRecorder(configSecrets(t.k.pluginConfig))
+		t.rec = newRecorder(t.k.configSecrets())
 	}
 	t.events = t.events[:0]
 	ch := make(chan agent.Event, 4096)
