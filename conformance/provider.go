@@ -20,13 +20,17 @@ import (
 )
 
 // ProviderConfig is the configuration the suite sends a provider plugin in
-// Configure: where its upstream is. A provider that takes its endpoint from
-// elsewhere cannot be certified. How to reach it is not configuration: the
+// Configure: where its upstream is, and (Cassette) the probes' answers for
+// a provider that plays a cassette back instead. A provider that takes its
+// endpoint from elsewhere cannot be certified. How to reach it is not configuration: the
 // kernel's CONNECT proxy socket is in FLUFFY_PROXY_SOCKET, as in the
 // ai-provider sandbox.
 type ProviderConfig struct {
 	BaseURL string `json:"base_url"`
 	APIKey  string `json:"api_key"`
+	// Cassette is ProbeCassette(), unless the caller's configuration has
+	// its own cassette or builtin_cassette.
+	Cassette string `json:"cassette,omitempty"`
 }
 
 func providerChecks() map[string]checkFunc {
@@ -57,6 +61,13 @@ func (p *probe) setupProvider() error {
 	}
 	// The suite's own keys win: the upstream is the fake, the key a dummy.
 	cfg["base_url"], cfg["api_key"] = p.fake.URL()+"/v1", "conformance-key"
+	// A provider that plays back gets the probes' answers as a cassette,
+	// unless the caller chose one.
+	_, cas := cfg["cassette"]
+	_, builtin := cfg["builtin_cassette"]
+	if !cas && !builtin {
+		cfg["cassette"] = ProbeCassette()
+	}
 	p.configJSON, _ = json.Marshal(cfg)
 	p.network = []string{p.fake.Target()}
 	hub := &netHub{}

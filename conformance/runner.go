@@ -60,9 +60,11 @@ type Options struct {
 	// Progress, when set, hears the ID of each item as it starts.
 	Progress func(id string)
 	// PluginConfig, when set, is a JSON object of Configure settings for
-	// a provider plugin under test (provider-replay's {"builtin_cassette":
-	// "conformance"}); the suite's own base_url and api_key override the
-	// same keys. Other kinds get no configuration from the suite.
+	// a provider plugin under test (e.g. provider-replay's
+	// {"builtin_cassette": "conformance"}); the suite's own base_url and
+	// api_key override the same keys, and its cassette (ProbeCassette) is
+	// added unless PluginConfig has a cassette or builtin_cassette. Other
+	// kinds get no configuration from the suite.
 	PluginConfig json.RawMessage
 }
 
