@@ -159,10 +159,18 @@ func (a *anthropic) attempt(ctx context.Context, client sdk.Client, baseURL stri
 		}
 		return up.TransportError(ctx, err, baseURL, false)
 	}
+	d := &decoder{s: s, blocks: map[int64]*openBlock{}, requestID: resp.Header.Get("Request-Id")}
+	isJSON, rest := provider.SniffJSON(resp.Body)
+	if isJSON {
+		defer resp.Body.Close()
+		return d.whole(ctx, rest, baseURL)
+	}
+	// The SDK's decoder drops a last event the server did not follow
+	// with a blank line; EventStreamBody adds it when the line is whole.
+	resp.Body = provider.EventStreamBody(readCloser{rest, resp.Body})
 	ev := &events{dec: ssestream.NewDecoder(resp), body: resp.Body}
 	stream := ssestream.NewStream[streamEvent](ev, nil)
 	defer stream.Close()
-	d := &decoder{s: s, blocks: map[int64]*openBlock{}, requestID: resp.Header.Get("Request-Id")}
 	for stream.Next() {
 		end, err := d.event(stream.Current())
 		if err != nil {
@@ -184,6 +192,60 @@ func (a *anthropic) attempt(ctx context.Context, client sdk.Client, baseURL stri
 		return up.TransportError(ctx, ev.dec.Err(), baseURL, s.Delivered())
 	}
 	return malformed(fmt.Sprintf("an event is not JSON (%s)", upstream.Clean(err.Error(), 200)))
+}
+
+// readCloser reads from r (the sniffed body) and closes c (the body).
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (r readCloser) Close() error { return r.c.Close() }
+
+// message is a whole Messages answer, as a server that ignores
+// "stream": true sends it (or an error object).
+type message struct {
+	Type       string         `json:"type"`
+	Model      string         `json:"model"`
+	Content    []contentBlock `json:"content"`
+	StopReason string         `json:"stop_reason"`
+	Usage      *usage         `json:"usage"`
+}
+
+// whole reads a non-streamed answer: each content block is started and
+// stopped as if streamed, then the turn ends with its stop_reason.
+func (d *decoder) whole(ctx context.Context, body io.Reader, baseURL string) error {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return up.TransportError(ctx, err, baseURL, false)
+	}
+	var m message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return malformed(fmt.Sprintf("the answer is JSON but not a message (%s)", upstream.Clean(err.Error(), 200)))
+	}
+	switch m.Type {
+	case "error":
+		return d.streamError(data)
+	case "message":
+	default:
+		return malformed("the answer is JSON but not a message")
+	}
+	d.started, d.model, d.stop = true, m.Model, m.StopReason
+	if m.Usage != nil {
+		d.setUsage(m.Usage)
+	}
+	for i, cb := range m.Content {
+		if err := d.blockStart(int64(i), cb); err != nil {
+			return err
+		}
+		b := d.blocks[int64(i)]
+		delete(d.blocks, int64(i))
+		b.signature = cb.Signature
+		if err := d.blockStop(b); err != nil {
+			return err
+		}
+	}
+	return d.finish()
 }
 
 // events is the SDK's event-stream decoder, keeping the data of an error
@@ -278,13 +340,14 @@ type usage struct {
 }
 
 type contentBlock struct {
-	Type     string          `json:"type"`
-	Text     string          `json:"text"`
-	Thinking string          `json:"thinking"`
-	Data     string          `json:"data"`
-	ID       string          `json:"id"`
-	Name     string          `json:"name"`
-	Input    json.RawMessage `json:"input"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"` // in a whole message
+	Data      string          `json:"data"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
 }
 
 // eventDelta is a content_block_delta's delta or a message_delta's.

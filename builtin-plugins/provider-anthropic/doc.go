@@ -7,7 +7,9 @@
 // (message_start, content_block_start/delta/stop with text_delta,
 // input_json_delta, thinking_delta and signature_delta, message_delta with
 // the stop reason and cumulative usage, message_stop, ping, error) into
-// provider events. Thinking blocks are kept apart from the answer and their
+// provider events; the turn is whole at message_stop, even when it ends the
+// body without a blank line, and a body that is one message JSON document
+// (a server ignoring stream: true) is read as that answer. Thinking blocks are kept apart from the answer and their
 // signatures sent back unchanged. Failures before any output are retried
 // (upstream.Retry, x-should-retry honoured).
 //

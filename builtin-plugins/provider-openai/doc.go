@@ -5,8 +5,11 @@
 // environment defaults and retries off; each chunk's JSON is decoded into
 // the plugin's own type, which keeps raw what the SDK's type loses and is
 // several times cheaper than its reflection decoder) and normalizes the
-// chunks, with their quirks, into provider events, noticing a stream that
-// ends without data: [DONE]. Failures before any output are retried (upstream.Retry).
+// chunks, with their quirks, into provider events. A turn is whole once a
+// finish_reason arrived ([DONE] may be missing, or end the body without a
+// blank line); a body that is one chat.completion JSON document (a server
+// ignoring stream: true) is read as that answer. Failures before any output
+// are retried (upstream.Retry).
 //
 // It reaches the upstream only through the kernel's CONNECT proxy when it
 // runs in its ai-provider sandbox; its base URL, API key, default model and

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -149,10 +150,18 @@ func (o *openai) attempt(ctx context.Context, client oa.Client, baseURL string, 
 		}
 		return up.TransportError(ctx, err, baseURL, false)
 	}
+	d := &decoder{s: s, slots: map[int64]*slot{}, requestID: resp.Header.Get("X-Request-Id")}
+	isJSON, rest := provider.SniffJSON(resp.Body)
+	if isJSON {
+		defer resp.Body.Close()
+		return d.whole(ctx, rest, baseURL)
+	}
+	// The SDK's decoder drops a last event the server did not follow
+	// with a blank line; EventStreamBody adds it when the line is whole.
+	resp.Body = provider.EventStreamBody(readCloser{rest, resp.Body})
 	ev := &events{dec: ssestream.NewDecoder(resp), body: resp.Body}
 	stream := ssestream.NewStream[chunk](ev, nil)
 	defer stream.Close()
-	d := &decoder{s: s, slots: map[int64]*slot{}, requestID: resp.Header.Get("X-Request-Id")}
 	for stream.Next() {
 		if err := d.chunk(stream.Current()); err != nil {
 			return err
@@ -161,19 +170,74 @@ func (o *openai) attempt(ctx context.Context, client oa.Client, baseURL string, 
 	err := stream.Err()
 	var se *ssestream.StreamError
 	switch {
+	case errors.As(err, &se):
+		return d.streamError(se.Event.Data)
 	case err == nil && ev.done:
+		return d.done()
+	case err == nil && d.finish != "":
+		// finish_reason is the API's own end of the answer; [DONE] (and
+		// the usage chunk before it) is the transport's, which several
+		// OpenAI-compatible servers leave out.
 		return d.done()
 	case err == nil:
 		// The SDK ends quietly when the connection closes without
 		// [DONE]; the answer may be cut anywhere.
 		return provider.NewError(provider.CodeStreamIncomplete, "OpenAI's stream ended before the answer was complete",
-			"the connection closed without the final data: [DONE]", "retry the turn", provider.RetryInfo{Retryable: !s.DeliveredToolCall()})
-	case errors.As(err, &se):
-		return d.streamError(se.Event.Data)
+			"the connection closed before a finish_reason or the final data: [DONE]", "retry the turn", provider.RetryInfo{Retryable: !s.DeliveredToolCall()})
 	case ev.dec.Err() != nil:
 		return up.TransportError(ctx, ev.dec.Err(), baseURL, s.Delivered())
 	}
 	return malformed(fmt.Sprintf("a data line is not a JSON chunk (%s)", upstream.Clean(err.Error(), 200)))
+}
+
+// readCloser reads from r (the sniffed body) and closes c (the body).
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (r readCloser) Close() error { return r.c.Close() }
+
+// completion is a whole chat.completion, as a server that ignores
+// "stream": true sends it.
+type completion struct {
+	chunk
+	Choices []struct {
+		Index        int64  `json:"index"`
+		Message      delta  `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Error json.RawMessage `json:"error"`
+}
+
+// whole reads a non-streamed answer: its message is taken as one delta
+// (calls numbered in order), then the turn ends.
+func (d *decoder) whole(ctx context.Context, body io.Reader, baseURL string) error {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return up.TransportError(ctx, err, baseURL, false)
+	}
+	var c completion
+	if err := json.Unmarshal(data, &c); err != nil {
+		return malformed(fmt.Sprintf("the answer is JSON but not a chat completion (%s)", upstream.Clean(err.Error(), 200)))
+	}
+	if e := bytes.TrimSpace(c.Error); len(e) > 0 && string(e) != "null" {
+		return d.streamError(data)
+	}
+	if len(c.Choices) == 0 {
+		return malformed("the answer is JSON without choices")
+	}
+	ch := c.chunk
+	for _, cc := range c.Choices {
+		for i := range cc.Message.ToolCalls {
+			cc.Message.ToolCalls[i].Index = int64(i)
+		}
+		ch.Choices = append(ch.Choices, choice{Index: cc.Index, Delta: cc.Message, FinishReason: cc.FinishReason})
+	}
+	if err := d.chunk(ch); err != nil {
+		return err
+	}
+	return d.done()
 }
 
 // events is the SDK's event-stream decoder with what the SDK's stream
@@ -274,11 +338,13 @@ type chunk struct {
 			ReasoningTokens int64 `json:"reasoning_tokens"`
 		} `json:"completion_tokens_details"`
 	} `json:"usage"`
-	Choices []struct {
-		Index        int64  `json:"index"`
-		Delta        delta  `json:"delta"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
+	Choices []choice `json:"choices"`
+}
+
+type choice struct {
+	Index        int64  `json:"index"`
+	Delta        delta  `json:"delta"`
+	FinishReason string `json:"finish_reason"`
 }
 
 type delta struct {
@@ -356,11 +422,7 @@ func (d *decoder) content(raw json.RawMessage) error {
 	if json.Unmarshal(raw, &s) == nil {
 		return d.s.Text(s)
 	}
-	var parts []struct {
-		Type     string `json:"type"`
-		Text     string `json:"text"`
-		Thinking string `json:"thinking"`
-	}
+	var parts []part
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return malformed("delta.content is neither text nor a list of parts")
 	}
@@ -368,7 +430,11 @@ func (d *decoder) content(raw json.RawMessage) error {
 		var err error
 		switch p.Type {
 		case "thinking", "reasoning":
-			err = d.s.Reasoning(p.Thinking + p.Text)
+			th, ok := thinkingText(p.Thinking)
+			if !ok {
+				return malformed("a thinking part of delta.content is neither text nor a list of parts")
+			}
+			err = d.s.Reasoning(th + p.Text)
 		default:
 			err = d.s.Text(p.Text)
 		}
@@ -377,6 +443,35 @@ func (d *decoder) content(raw json.RawMessage) error {
 		}
 	}
 	return nil
+}
+
+// part is one typed part of delta.content. Thinking is text (DeepSeek-
+// style servers) or, from Mistral, a list of text parts itself.
+type part struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Thinking json.RawMessage `json:"thinking"`
+}
+
+// thinkingText is the text of a thinking field: a string, null or
+// missing, or a list of parts whose texts are joined.
+func thinkingText(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	var parts []part
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String(), true
 }
 
 // arguments reads a fragment: a JSON string, null or missing (nothing),

@@ -230,7 +230,7 @@ var openAICases = []struct {
 		}},
 	{"error data line without [DONE]", pt.Stream(0, pt.OpenAIRole, "data: {\"error\":{\"message\":\"Rate limit exceeded\",\"type\":\"rate_limit_error\",\"code\":429}}\n\n"),
 		func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeRateLimited, true, 0) }},
-	{"truncated: no [DONE]", pt.Stream(0, pt.OpenAIRole, pt.OpenAIText("Hel"), pt.OpenAIFinish("stop")),
+	{"truncated: no finish_reason, no [DONE]", pt.Stream(0, pt.OpenAIRole, pt.OpenAIText("Hel"), pt.OpenAIText("lo")),
 		func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeStreamIncomplete, true, 0) }},
 	{"truncated mid-event", pt.Stream(0, pt.OpenAIRole, pt.OpenAIText("Hel"), `data: {"id":"chatcmpl-BfX3kYl8mQ2","object":"chat.compl`),
 		func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeStreamIncomplete, true, 0) }},

@@ -32,8 +32,8 @@ const (
 	CodeUpstream = "PROVIDER_UPSTREAM_ERROR"
 	// CodeBadRequest: the upstream refused the request as malformed (400).
 	CodeBadRequest = "PROVIDER_BAD_REQUEST"
-	// CodeStreamIncomplete: the stream ended without its end marker
-	// ([DONE], message_stop) or broke mid-way.
+	// CodeStreamIncomplete: the stream ended before the API's finish
+	// signal (finish_reason, message_stop) or broke mid-way.
 	CodeStreamIncomplete = "PROVIDER_STREAM_INCOMPLETE"
 	// CodeStreamMalformed: the upstream sent something that is not the
 	// wire format (undecodable JSON, an event out of order).

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -265,10 +267,26 @@ func CheckArguments(id, name, raw string, truncated bool) *ToolCallEnd {
 			"call the tool again with the complete arguments; split large content into smaller calls")
 		return end
 	}
-	end.Invalid = uerr.New(CodeInvalidToolCall, fmt.Sprintf("the arguments of the call to %s are not a JSON object", name),
-		describeJSONProblem([]byte(trimmed)),
+	end.Invalid = uerr.New(CodeInvalidToolCall, fmt.Sprintf("the arguments of call %s to %s are not a JSON object", clipQuote(id, 100), name),
+		describeJSONProblem([]byte(trimmed))+": "+clipQuote(trimmed, maxShownArguments),
 		"call the tool again with its arguments as one JSON object matching its parameters")
 	return end
+}
+
+// maxShownArguments bounds the invalid arguments quoted in an error.
+const maxShownArguments = 300
+
+// clipQuote is s cut to n bytes (on a rune boundary) and quoted, control
+// and invisible characters escaped: model output is untrusted.
+func clipQuote(s string, n int) string {
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + fmt.Sprintf("… (%d bytes)", len(s))
 }
 
 func isJSONObject(b []byte) bool {
