@@ -186,7 +186,7 @@ func (k *Kernel) ArchiveSession(ctx context.Context, id string, force, running b
 			}
 			err = k.Session.Discard()
 		} else {
-			res.Dropped, err = workspace.DropSavedChanges(k.ProjectDB, k.home, id)
+			res.Dropped, err = workspace.DropSavedChanges(k.ProjectDB, k.home, k.workspace, id)
 		}
 		if err != nil {
 			return res, err

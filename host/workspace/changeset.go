@@ -163,6 +163,9 @@ func (s *Session) loadChanges() error {
 					// machine crash a blob may be gone or torn. Such an
 					// entry is dropped, never shown with wrong content.
 					b, err := os.ReadFile(filepath.Join(s.blobDir(), c.entry().blobName()))
+					if err != nil {
+						b, err = s.legacyBlob(c)
+					}
 					if err != nil || sum(b) != c.Hash {
 						s.log.Warn("changeset content lost; dropping the change", "path", c.Path, "error", err)
 						lost = append(lost, c.Path)
@@ -177,7 +180,7 @@ func (s *Session) loadChanges() error {
 		})
 		if err != nil {
 			return uerr.Wrap(err, CodeIO, "cannot read the changeset of session "+s.id, err.Error(),
-				"the session's data under $FLUFFY_HOME/sessions/"+s.id+" is incomplete; discard the session and start again")
+				"the session's data under "+s.dir+" is incomplete; discard the session and start again")
 		}
 		if err := s.persist(nil, lost); err != nil {
 			return err
@@ -636,6 +639,23 @@ func readArtifact(root *confine.Root, name, who string, maxFile int64, total *in
 	return buf.Bytes(), nil
 }
 
+// legacyBlob reads c's blob where sessions kept them before their
+// directory was keyed by project ($FLUFFY_HOME/sessions/<id>/blobs) and
+// stores it in this session's blob directory. Blobs are named and checked
+// by content hash, so one found there is the right content whichever
+// project wrote it.
+func (s *Session) legacyBlob(c Change) ([]byte, error) {
+	name := c.entry().blobName()
+	b, err := os.ReadFile(filepath.Join(SessionsDir(s.o.Home), s.id, "blobs", name))
+	if err != nil || sum(b) != c.Hash {
+		return nil, fmt.Errorf("blob %s is in neither %s nor the old session directory", name, s.blobDir())
+	}
+	if err := s.writeBlob(name, b, c.Mode); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // writeBlob stores content under name in the blob directory (temp file,
 // rename). Blobs are read-only: views hard-link them.
 func (s *Session) writeBlob(name string, b []byte, mode fs.FileMode) error {
@@ -719,10 +739,11 @@ func SavedChanges(db *store.DB, id string) (int, error) {
 	return n, nil
 }
 
-// DropSavedChanges deletes the persisted changeset of session id (its
-// records and blobs) without opening the session; it returns the paths
-// dropped. An open session drops its changes with Discard instead.
-func DropSavedChanges(db *store.DB, home, id string) ([]string, error) {
+// DropSavedChanges deletes the persisted changeset of session id of
+// project (its records and blobs) without opening the session; it returns
+// the paths dropped. An open session drops its changes with Discard
+// instead.
+func DropSavedChanges(db *store.DB, home, project, id string) ([]string, error) {
 	prefix := []byte(store.PrefixChanges + id + "/")
 	var paths []string
 	err := db.Badger().Update(func(txn *badger.Txn) error {
@@ -744,7 +765,7 @@ func DropSavedChanges(db *store.DB, home, id string) ([]string, error) {
 	if err != nil {
 		return nil, uerr.Wrap(err, CodeIO, "cannot drop the changeset of session "+id, err.Error(), "check free disk space in the project's .fluffy directory")
 	}
-	if err := os.RemoveAll(filepath.Join(SessionsDir(home), id, "blobs")); err != nil {
+	if err := os.RemoveAll(filepath.Join(SessionDir(home, project, id), "blobs")); err != nil {
 		return paths, fmt.Errorf("remove the blobs of session %s: %w", id, err)
 	}
 	return paths, nil

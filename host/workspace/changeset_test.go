@@ -390,11 +390,11 @@ func TestSavedChangesCountAndDropWithoutOpening(t *testing.T) {
 			t.Fatalf("SavedChanges(%s) = %d, %v; want %d", c.id, n, err, c.want)
 		}
 	}
-	paths, err := DropSavedChanges(f.db, f.home, "s1")
+	paths, err := DropSavedChanges(f.db, f.home, f.proj, "s1")
 	if err != nil || strings.Join(paths, ",") != "src/a.go,src/new.go" {
 		t.Fatalf("DropSavedChanges = %v, %v", paths, err)
 	}
-	if _, err := os.Stat(filepath.Join(SessionsDir(f.home), "s1", "blobs")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(SessionDir(f.home, f.proj, "s1"), "blobs")); !os.IsNotExist(err) {
 		t.Fatalf("blobs left: %v", err)
 	}
 	if n, _ := SavedChanges(f.db, "s1"); n != 0 {

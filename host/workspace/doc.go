@@ -1,7 +1,7 @@
 // Package workspace owns a session's workspace: the changeset (every file a
 // tool plugin proposed, with the hash of the base it was written against,
 // persisted in the project database) and the views (per plugin, a
-// directory under $FLUFFY_HOME/sessions/<id>/views/ holding the project
+// directory under $FLUFFY_HOME/sessions/<project key>/<id>/views/ holding the project
 // with the changeset applied and without every path the policy denies that
 // plugin to read, and never the kernel's .fluffy directory). A view is what
 // the plugin's sandbox mounts read-only as /workspace; it is refreshed

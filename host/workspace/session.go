@@ -25,7 +25,7 @@ const (
 
 // Options are a session's dependencies.
 type Options struct {
-	// Home is $FLUFFY_HOME; session data lives in Home/sessions/<id>/.
+	// Home is $FLUFFY_HOME; session data lives in SessionDir(Home, Project, id).
 	Home string
 	// Project is the project root. It is never written.
 	Project string
@@ -70,6 +70,27 @@ var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // SessionsDir is where every session's data lives under $FLUFFY_HOME.
 func SessionsDir(home string) string { return filepath.Join(home, "sessions") }
 
+// SessionDir is where session id of project keeps its data:
+// $FLUFFY_HOME/sessions/<project key>/<id>. Session ids are per project
+// (every project's first one is "kernel"), so the directory is keyed by
+// the project too: the kernels of two projects must never share views or
+// blobs.
+func SessionDir(home, project, id string) string {
+	return filepath.Join(SessionsDir(home), ProjectKey(project), id)
+}
+
+// ProjectKey names project under $FLUFFY_HOME/sessions: the first 16 hex
+// digits of the sha256 of its absolute path with links resolved.
+func ProjectKey(project string) string {
+	p, err := filepath.Abs(project)
+	if err == nil {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+	}
+	return sum([]byte(p))[:16]
+}
+
 // Open opens (creating if needed) session id's workspace.
 func Open(ctx context.Context, id string, o Options) (*Session, error) {
 	if !sessionIDRe.MatchString(id) {
@@ -89,8 +110,8 @@ func Open(ctx context.Context, id string, o Options) (*Session, error) {
 	if err != nil {
 		return nil, uerr.Wrap(err, CodeIO, "cannot open the project "+o.Project, err.Error(), "check that the project directory exists and is readable")
 	}
-	s := &Session{id: id, dir: filepath.Join(SessionsDir(o.Home), id), o: o, log: o.Logger.Named("workspace"), project: proj, views: map[string]*view{}}
-	for _, d := range []string{SessionsDir(o.Home), s.dir} {
+	s := &Session{id: id, dir: SessionDir(o.Home, o.Project, id), o: o, log: o.Logger.Named("workspace"), project: proj, views: map[string]*view{}}
+	for _, d := range []string{SessionsDir(o.Home), filepath.Dir(s.dir), s.dir} {
 		if err := mkdirPrivate(d); err != nil {
 			proj.Close()
 			return nil, err
@@ -128,7 +149,7 @@ func mkdirPrivate(d string) error {
 // ID is the session id.
 func (s *Session) ID() string { return s.id }
 
-// Dir is $FLUFFY_HOME/sessions/<id>.
+// Dir is SessionDir($FLUFFY_HOME, project, id).
 func (s *Session) Dir() string { return s.dir }
 
 // Project is the project root.
