@@ -21,6 +21,17 @@ const (
 	csvTest   = "package csvx\n\nimport \"testing\"\n\nfunc TestFieldsKeepsEmpty(t *testing.T) {\n\tif got := Fields(\"a,,b\"); len(got) != 3 {\n\t\tt.Fatalf(\"Fields(a,,b) = %q, want 3 fields\", got)\n\t}\n}\n"
 )
 
+// The same change in a Python package directory (the test beside the
+// code, pytest's test_*.py) and a Node project (lib/ and __tests__/).
+const (
+	pyBroken = "def fields(line):\n    return [f for f in line.split(',') if f]\n"
+	pyFixed  = "def fields(line):\n    return line.split(',')\n"
+	pyTest   = "from mypkg.core import fields\n\n\ndef test_fields_keeps_empty():\n    assert len(fields('a,,b')) == 3\n"
+	jsBroken = "function fields(line) { return line.split(',').filter((f) => f !== ''); }\nmodule.exports = { fields };\n"
+	jsFixed  = "function fields(line) { return line.split(','); }\nmodule.exports = { fields };\n"
+	jsTest   = "const test = require('node:test');\nconst assert = require('node:assert');\nconst { fields } = require('../lib/fields');\ntest('keeps empty fields', () => { assert.strictEqual(fields('a,,b').length, 3); });\n"
+)
+
 // replayTurn is one scripted model turn in the cassette format
 // (docs/providers.md): text, then each tool call streamed in two halves.
 func replayTurn(n int, text string, calls ...[2]any) map[string]any {
@@ -46,50 +57,84 @@ func replayTurn(n int, text string, calls ...[2]any) map[string]any {
 	return map[string]any{"turn": n, "events": ev}
 }
 
-// TestTaskOnGoModuleAtTheRoot: on the default policy, a strict task in a
-// fresh `go mod init` project with its code at the root gets its test
-// written, red, its source written, green, and merged; and "make the
-// failing tests pass" (the project's own test is already red) reaches the
-// source without writing a test.
-func TestTaskOnGoModuleAtTheRoot(t *testing.T) {
+// TestTaskOnUsualLayouts: on the default policy, a strict task in a
+// project laid out as its community does it — a fresh `go mod init` module
+// with its code at the root, a Python package directory with the test
+// beside the code, a Node lib/ with __tests__/ — gets its test written,
+// red, its source written, green, and merged; and "make the failing tests
+// pass" (the project's own test is already red) reaches the source without
+// writing a test.
+func TestTaskOnUsualLayouts(t *testing.T) {
 	needDockerCLI(t)
-	for _, tool := range []string{"git", "go"} {
+	for _, tool := range []string{"git", "go", "python3", "node"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("needs %s", tool)
 		}
 	}
 	fluffy := fluffyLayout(t, "tool-test", "provider-replay", "vcs-git")
 	plan := [2]any{"plan.complete", map[string]any{"plan": "1. a test for empty fields. 2. keep them. 3. red, then green."}}
+	write := func(path, content string) [2]any {
+		return [2]any{"fs.write", map[string]any{"path": path, "content": content}}
+	}
+	testRun := [2]any{"test.run", map[string]any{}}
+	// testFirst: the session writes the failing test, then the code.
+	testFirst := func(testPath, test, srcPath, src string) []map[string]any {
+		return []map[string]any{
+			replayTurn(1, "Plan.", plan),
+			replayTurn(2, "First the failing test.", write(testPath, test), testRun),
+			replayTurn(3, "Red. Now the fix.", write(srcPath, src), testRun),
+			replayTurn(4, "Done."),
+		}
+	}
+	testFirstResults := []string{"plan.complete=", "fs.write=", "test.run=red", "fs.write=", "test.run=green"}
 	cases := []struct {
 		name    string
+		init    []string          // a command run in the fresh project, if any
 		files   map[string]string // the project before the task
 		turns   []map[string]any
 		results []string // tool=test status, in order
 		changed []string // files of the task's commit
+		srcPath string   // holds fixed after the merge
+		fixed   string
 	}{
 		{
-			name:  "test first, then the code",
-			files: map[string]string{"csv.go": csvBroken},
-			turns: []map[string]any{
-				replayTurn(1, "Plan.", plan),
-				replayTurn(2, "First the failing test.", [2]any{"fs.write", map[string]any{"path": "csv_test.go", "content": csvTest}}, [2]any{"test.run", map[string]any{}}),
-				replayTurn(3, "Red. Now the fix.", [2]any{"fs.write", map[string]any{"path": "csv.go", "content": csvFixed}}, [2]any{"test.run", map[string]any{}}),
-				replayTurn(4, "Done."),
-			},
-			results: []string{"plan.complete=", "fs.write=", "test.run=red", "fs.write=", "test.run=green"},
+			name:    "go module at the root: test first, then the code",
+			init:    []string{"go", "mod", "init", "example.com/csvx"},
+			files:   map[string]string{"csv.go": csvBroken},
+			turns:   testFirst("csv_test.go", csvTest, "csv.go", csvFixed),
+			results: testFirstResults,
 			changed: []string{"csv.go", "csv_test.go"},
+			srcPath: "csv.go", fixed: csvFixed,
 		},
 		{
-			name:  "make the failing tests pass",
+			name:  "go module at the root: make the failing tests pass",
+			init:  []string{"go", "mod", "init", "example.com/csvx"},
 			files: map[string]string{"csv.go": csvBroken, "csv_test.go": csvTest},
 			turns: []map[string]any{
 				replayTurn(1, "Plan.", plan),
-				replayTurn(2, "Run the existing tests.", [2]any{"test.run", map[string]any{}}),
-				replayTurn(3, "Red. Now the fix.", [2]any{"fs.write", map[string]any{"path": "csv.go", "content": csvFixed}}, [2]any{"test.run", map[string]any{}}),
+				replayTurn(2, "Run the existing tests.", testRun),
+				replayTurn(3, "Red. Now the fix.", write("csv.go", csvFixed), testRun),
 				replayTurn(4, "Done."),
 			},
 			results: []string{"plan.complete=", "test.run=red", "fs.write=", "test.run=green"},
 			changed: []string{"csv.go"},
+			srcPath: "csv.go", fixed: csvFixed,
+		},
+		{
+			name:    "python package directory, test beside the code",
+			files:   map[string]string{"pyproject.toml": "[project]\nname = \"mypkg\"\nversion = \"0.1.0\"\n", "mypkg/__init__.py": "", "mypkg/core.py": pyBroken},
+			turns:   testFirst("mypkg/test_core.py", pyTest, "mypkg/core.py", pyFixed),
+			results: testFirstResults,
+			changed: []string{"mypkg/core.py", "mypkg/test_core.py"},
+			srcPath: "mypkg/core.py", fixed: pyFixed,
+		},
+		{
+			name:    "node lib/ and __tests__/",
+			files:   map[string]string{"package.json": `{"name":"fields","version":"1.0.0"}`, "lib/fields.js": jsBroken},
+			turns:   testFirst("__tests__/fields.test.js", jsTest, "lib/fields.js", jsFixed),
+			results: testFirstResults,
+			changed: []string{"__tests__/fields.test.js", "lib/fields.js"},
+			srcPath: "lib/fields.js", fixed: jsFixed,
 		},
 	}
 	for _, c := range cases {
@@ -104,8 +149,13 @@ func TestTaskOnGoModuleAtTheRoot(t *testing.T) {
 					t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 				}
 			}
-			run("go", "mod", "init", "example.com/csvx")
+			if c.init != nil {
+				run(c.init[0], c.init[1:]...)
+			}
 			for p, content := range c.files {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755); err != nil {
+					t.Fatal(err)
+				}
 				if err := os.WriteFile(filepath.Join(ws, p), []byte(content), 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -173,9 +223,8 @@ func TestTaskOnGoModuleAtTheRoot(t *testing.T) {
 			if got := strings.Fields(string(names)); !slices.Equal(got, c.changed) {
 				t.Fatalf("the task's commit changed %q, want %q", got, c.changed)
 			}
-			fixed, _ := os.ReadFile(filepath.Join(ws, "csv.go"))
-			if string(fixed) != csvFixed {
-				t.Fatalf("csv.go after the merge:\n%s", fixed)
+			if got, _ := os.ReadFile(filepath.Join(ws, c.srcPath)); string(got) != c.fixed {
+				t.Fatalf("%s after the merge:\n%s", c.srcPath, got)
 			}
 		})
 	}
