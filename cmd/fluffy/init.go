@@ -164,6 +164,9 @@ func runInit(e *env, args []string) error {
 	if *user {
 		path = config.UserFile(e.home)
 	}
+	if *provider != "" && !slices.Contains(config.ProviderNames(), *provider) {
+		return usageErr("init", fmt.Sprintf("unknown provider %q", safeLine(*provider, 40)), "name one of: "+strings.Join(config.ProviderNames(), ", "))
+	}
 	if _, err := os.Stat(path); err == nil && !*force {
 		return uerr.New("CONFIG_EXISTS", path+" already exists", "init writes a fresh file", "change it with `fluffy config set KEY VALUE`, or pass --force to replace it")
 	}
@@ -224,7 +227,10 @@ func runInit(e *env, args []string) error {
 	if m := orDefault(*model, defaultModelOf(*provider)); m != "" && *provider != "replay" {
 		fmt.Fprintf(e.stdout, ", model %s", m)
 	}
-	fmt.Fprintf(e.stdout, "\n%s\n", config.KeyInstructions(*provider))
+	fmt.Fprintln(e.stdout)
+	if *provider != "replay" || *cassette == "" {
+		fmt.Fprintln(e.stdout, config.KeyInstructions(*provider))
+	}
 	if v := keyVar(*provider); v != "" && e.getenv(v) == "" {
 		fmt.Fprintf(e.stdout, "%s is not set in this shell yet: a task says so before sending anything.\n", v)
 	}

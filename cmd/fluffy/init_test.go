@@ -153,3 +153,45 @@ func TestResolveProviderPrecedence(t *testing.T) {
 }
 
 func errCode(err error) string { return uerr.From(err).Code }
+
+// TestInitWithoutQuestions: `fluffy init` with flags only, as a script
+// runs it.
+func TestInitWithoutQuestions(t *testing.T) {
+	cassette, err := filepath.Abs("../../examples/cassettes/parseconfig.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		args     []string
+		code     int
+		out, key string // wanted in the output; wanted key=value in config
+	}{
+		{"replay with its cassette", []string{"--provider", "replay", "--cassette", cassette, "--yes"}, 0, "provider replay", "providers.replay.cassette=" + cassette},
+		{"openai with a model", []string{"--provider", "openai", "--model", "gpt-x", "--yes"}, 0, "OPENAI_API_KEY is not set", "providers.openai.model=gpt-x"},
+		{"ollama", []string{"--provider", "ollama"}, 0, "Ollama needs no key", "provider=ollama"},
+		{"unknown provider", []string{"--provider", "gpt", "--yes"}, 2, `unknown provider "gpt"`, ""},
+		{"missing cassette", []string{"--provider", "replay", "--cassette", "/nonexistent/c.jsonl", "--yes"}, 1, "cannot read the cassette", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := newCLI(t)
+			out, errOut, code := c.run(append([]string{"init", "--project", dir}, tc.args...)...)
+			if code != tc.code || !strings.Contains(out+errOut, tc.out) {
+				t.Fatalf("exit %d (want %d)\n%s\n%s", code, tc.code, out, errOut)
+			}
+			if tc.key == "" {
+				if _, err := os.Stat(filepath.Join(dir, ".fluffy", "config.yaml")); err == nil {
+					t.Fatal("a failed init wrote the config")
+				}
+				return
+			}
+			k, v, _ := strings.Cut(tc.key, "=")
+			got, _, _ := c.run("config", "get", "--project", dir, k)
+			if strings.TrimSpace(got) != v {
+				t.Fatalf("%s = %q, want %q", k, strings.TrimSpace(got), v)
+			}
+		})
+	}
+}
