@@ -36,13 +36,13 @@ type Runtime interface {
 func InstallGuidance(goos string) string {
 	switch goos {
 	case "linux":
-		return "install and start a container engine: `sudo apt install docker.io && sudo systemctl start docker` (Debian/Ubuntu) or `sudo dnf install podman && systemctl --user start podman.socket` (Fedora; then export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock); or set `sandbox: bwrap` (`fluffy config set sandbox bwrap`) to use bubblewrap without a daemon"
+		return "install and start Docker: `sudo apt install docker.io && sudo systemctl start docker` (Debian/Ubuntu) or `sudo dnf install moby-engine && sudo systemctl start docker` (Fedora); or set `sandbox: bwrap` (`fluffy config set sandbox bwrap`) to use bubblewrap without a daemon"
 	case "darwin":
 		return "install Docker Desktop: `brew install --cask docker`, then start it once from Applications"
 	case "windows":
 		return "set up WSL2 (`wsl --install`), install Docker Desktop with the WSL2 backend, and run fluffy inside WSL2; native Windows containers are not supported"
 	default:
-		return "install Docker or Podman for your platform and make sure its socket answers"
+		return "install Docker for your platform and make sure its socket answers"
 	}
 }
 
@@ -58,7 +58,7 @@ func ErrEngineUnreachable(cause error) *uerr.Error {
 	}
 	return uerr.Wrap(cause, "RUNTIME_UNREACHABLE",
 		"cannot start plugin sandboxes: no container engine",
-		why+"; every plugin runs in its own container, so fluffy needs Docker or Podman",
+		why+"; every plugin runs in its own container, so fluffy needs Docker (Podman's Docker-compatible API is not supported)",
 		InstallGuidance(runtime.GOOS))
 }
 

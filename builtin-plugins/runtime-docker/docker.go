@@ -23,6 +23,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/runtime"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -81,8 +82,8 @@ func unreachable(err error) error {
 	if host == "" {
 		host = "unix:///var/run/docker.sock"
 	}
-	return uerr.Wrap(err, "RUNTIME_UNREACHABLE", "the container engine at "+host+" does not answer", err.Error(),
-		"start Docker (or Podman's Docker-compatible service) and check that this user may use its socket")
+	return uerr.Wrap(err, "RUNTIME_UNREACHABLE", "the container engine at "+textsafe.Line(host, 200)+" does not answer", textsafe.Text(err.Error(), maxEngineError),
+		"start Docker and check that this user may use its socket")
 }
 
 func (a *adapter) Ping(ctx context.Context) (runtime.PingInfo, error) {
@@ -120,7 +121,7 @@ func (a *adapter) PrepareImage(ctx context.Context, ref string, tarball []byte, 
 	if _, err := c.ImageInspect(ctx, ref); err == nil {
 		return false, nil
 	} else if !isNotFound(err) {
-		return false, fmt.Errorf("inspect image %s: %w", ref, err)
+		return false, engineErr("inspect image", ref, err)
 	}
 	var changes []string
 	for k, v := range labels {
@@ -129,14 +130,34 @@ func (a *adapter) PrepareImage(ctx context.Context, ref string, tarball []byte, 
 	sort.Strings(changes)
 	rc, err := c.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(tarball), SourceName: "-"}, ref, image.ImportOptions{Changes: changes})
 	if err != nil {
-		return false, fmt.Errorf("import image %s: %w", ref, err)
+		return false, engineErr("import image", ref, err)
 	}
 	defer rc.Close()
 	out, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
 	if bytes.Contains(out, []byte(`"error"`)) {
-		return false, fmt.Errorf("import image %s: %s", ref, out)
+		return false, fmt.Errorf("import image %s: %s", ref, textsafe.Text(string(out), maxEngineError))
 	}
 	return true, nil
+}
+
+// maxEngineError bounds the engine's text in an error: the engine may quote
+// what it was sent (a 6 KB seccomp profile, a label), and the error ends up
+// on a terminal and in logs.
+const maxEngineError = 1000
+
+// boundedErr is an engine error whose text is bounded and escaped; it still
+// unwraps to the engine's error.
+type boundedErr struct {
+	msg string
+	err error
+}
+
+func (e boundedErr) Error() string { return e.msg }
+func (e boundedErr) Unwrap() error { return e.err }
+
+// engineErr wraps the engine's err for the operation op on subject.
+func engineErr(op, subject string, err error) error {
+	return boundedErr{msg: op + " " + textsafe.Line(subject, 200) + ": " + textsafe.Text(err.Error(), maxEngineError), err: err}
 }
 
 func isNotFound(err error) bool {
@@ -241,7 +262,7 @@ func (a *adapter) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	}
 	r, err := c.ContainerCreate(ctx, cfg, hc, nil, nil, s.Name)
 	if err != nil {
-		return "", fmt.Errorf("create container %s: %w", s.Name, err)
+		return "", engineErr("create container", s.Name, err)
 	}
 	return r.ID, nil
 }
@@ -266,11 +287,11 @@ func (a *adapter) Attach(ctx context.Context, id string, attached func(), out ru
 	}
 	insp, err := c.ContainerInspect(ctx, id)
 	if err != nil {
-		return fmt.Errorf("attach %s: %w", id, err)
+		return engineErr("attach", id, err)
 	}
 	hj, err := c.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdout: true, Stderr: true, Stdin: insp.Config.OpenStdin})
 	if err != nil {
-		return fmt.Errorf("attach %s: %w", id, err)
+		return engineErr("attach", id, err)
 	}
 	defer hj.Close()
 	stop := context.AfterFunc(ctx, hj.Close)
@@ -289,7 +310,7 @@ func (a *adapter) Start(ctx context.Context, id string) error {
 		return err
 	}
 	if err := c.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
-		return fmt.Errorf("start %s: %w", id, err)
+		return engineErr("start", id, err)
 	}
 	return nil
 }
@@ -301,7 +322,7 @@ func (a *adapter) Stop(ctx context.Context, id string, timeout time.Duration) er
 	}
 	secs := int(timeout.Seconds())
 	if err := c.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil && !isNotFound(err) {
-		return fmt.Errorf("stop %s: %w", id, err)
+		return engineErr("stop", id, err)
 	}
 	return nil
 }
@@ -315,7 +336,7 @@ func (a *adapter) Kill(ctx context.Context, id, signal string) error {
 		signal = "SIGKILL"
 	}
 	if err := c.ContainerKill(ctx, id, signal); err != nil && !isNotFound(err) && !strings.Contains(err.Error(), "is not running") {
-		return fmt.Errorf("kill %s: %w", id, err)
+		return engineErr("kill", id, err)
 	}
 	return nil
 }
@@ -327,7 +348,7 @@ func (a *adapter) Remove(ctx context.Context, id string, force, volumes bool) er
 	}
 	err = c.ContainerRemove(ctx, id, container.RemoveOptions{Force: force, RemoveVolumes: volumes})
 	if err != nil && !isNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
-		return fmt.Errorf("remove %s: %w", id, err)
+		return engineErr("remove", id, err)
 	}
 	return nil
 }
@@ -350,7 +371,7 @@ func (a *adapter) Inspect(ctx context.Context, id string) (runtime.State, bool, 
 		return runtime.State{}, false, nil
 	}
 	if err != nil {
-		return runtime.State{}, false, fmt.Errorf("inspect %s: %w", id, err)
+		return runtime.State{}, false, engineErr("inspect", id, err)
 	}
 	st := runtime.State{ID: r.ID, Name: strings.TrimPrefix(r.Name, "/"), Created: parseTime(r.Created)}
 	if r.Config != nil {
@@ -409,7 +430,7 @@ func (a *adapter) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 		if isNotFound(err) {
 			return runtime.Exit{Code: -1, Error: "container is gone"}, nil
 		}
-		return runtime.Exit{}, fmt.Errorf("wait %s: %w", id, err)
+		return runtime.Exit{}, engineErr("wait", id, err)
 	}
 	// OOMKilled is only in the container's state; it may be gone (auto-remove).
 	if st, found, err := a.Inspect(ctx, id); err == nil && found {
@@ -429,7 +450,7 @@ func (a *adapter) Logs(ctx context.Context, id string, follow bool, tail int64, 
 	}
 	rc, err := c.ContainerLogs(ctx, id, opts)
 	if err != nil {
-		return fmt.Errorf("logs %s: %w", id, err)
+		return engineErr("logs", id, err)
 	}
 	defer rc.Close()
 	_, err = stdcopy.StdCopy(frameWriter{runtime.Stdout, out}, frameWriter{runtime.Stderr, out}, rc)
@@ -479,7 +500,7 @@ func (a *adapter) CreateVolume(ctx context.Context, name string, labels map[stri
 	}
 	v, err := c.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels})
 	if err != nil {
-		return runtime.Volume{}, fmt.Errorf("create volume %s: %w", name, err)
+		return runtime.Volume{}, engineErr("create volume", name, err)
 	}
 	return runtime.Volume{Name: v.Name, Mountpoint: v.Mountpoint, Labels: v.Labels}, nil
 }
@@ -490,7 +511,7 @@ func (a *adapter) RemoveVolume(ctx context.Context, name string, force bool) err
 		return err
 	}
 	if err := c.VolumeRemove(ctx, name, force); err != nil && !isNotFound(err) {
-		return fmt.Errorf("remove volume %s: %w", name, err)
+		return engineErr("remove volume", name, err)
 	}
 	return nil
 }

@@ -1,6 +1,5 @@
 // Package runtime is the protocol contract of the `runtime` plugin kind: the
-// container-runtime adapters (runtime-docker, and Podman through its
-// Docker-compatible socket). It owns the Go types, the Plugin interface an
+// container-runtime adapters (runtime-docker, for the Docker Engine API). It owns the Go types, the Plugin interface an
 // adapter implements, the Client interface the kernel holds, and the
 // go-plugin shim. API v1 and v2 share one service. It must not import host/
 // or sandbox/, and it knows nothing about templates or policy: the sandbox
