@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,13 +204,21 @@ func TestToolCallsAreJudged(t *testing.T) {
 	// The audit log keeps the hash of what the plugin really returned:
 	// tool-fs's readResult, marshalled exactly as the plugin does.
 	fileSum := sha256.Sum256([]byte(notes))
+	var numbered strings.Builder
+	for i, l := range strings.Split(strings.TrimSuffix(notes, "\n"), "\n") {
+		fmt.Fprintf(&numbered, "%6d\t%s\n", i+1, l)
+	}
 	orig, _ := json.Marshal(struct {
-		Path      string `json:"path"`
-		Content   string `json:"content"`
-		SHA256    string `json:"sha256"`
-		Size      int64  `json:"size"`
-		Truncated bool   `json:"truncated"`
-	}{"notes.txt", notes, hex.EncodeToString(fileSum[:]), int64(len(notes)), false})
+		Path       string `json:"path"`
+		Content    string `json:"content"`
+		SHA256     string `json:"sha256"`
+		Size       int64  `json:"size"`
+		TotalLines int    `json:"total_lines"`
+		StartLine  int    `json:"start_line"`
+		EndLine    int    `json:"end_line"`
+		More       bool   `json:"more"`
+		Truncated  bool   `json:"truncated"`
+	}{"notes.txt", numbered.String(), hex.EncodeToString(fileSum[:]), int64(len(notes)), 2, 1, 2, false, false})
 	origSum := sha256.Sum256(orig)
 	recs := callRecords(t, k, read.CallID)
 	last := recs[len(recs)-1]

@@ -83,3 +83,36 @@ func TestAmbiguousMangledNameIsRefused(t *testing.T) {
 		t.Fatalf("ambiguous name: %+v", res.Err)
 	}
 }
+
+// TestChangesOutsideJudgedPathsAreRefused: a tool that declares its write
+// paths may propose changes only to those; a change to another path (one
+// the gate and the policy never saw) is refused and nothing is ingested.
+func TestChangesOutsideJudgedPathsAreRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct {
+		name    string
+		changed []string
+		ok      bool
+	}{
+		{"named", []string{"src/a.go"}, true},
+		{"named-unclean", []string{"src/./a.go"}, true},
+		{"other", []string{"src/a.go", "src/b.go"}, false},
+		{"secret", []string{"secret/k"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f.respond = func(call tool.Call) (tool.Result, error) {
+				var chs []tool.FileChange
+				for _, p := range c.changed {
+					chs = append(chs, tool.FileChange{Path: p, Mode: tool.OutputFull, Artifact: "x"})
+				}
+				return tool.Result{OK: true, Output: json.RawMessage(`{}`), Changes: chs}, nil
+			}
+			ingested := 0
+			sess := &Session{Ingester: ingestFunc(func(Output) error { ingested++; return nil })}
+			res := f.call(sess, "demo.write", `{"path":"src/a.go","content":"x"}`)
+			if c.ok != res.OK || (c.ok && ingested != 1) || (!c.ok && (ingested != 0 || res.Err == nil || res.Err.Code != CodeOutputInvalid)) {
+				t.Fatalf("ok=%v ingested=%d err=%v", res.OK, ingested, res.Err)
+			}
+		})
+	}
+}

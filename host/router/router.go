@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -273,7 +274,13 @@ func (r *Router) run(ctx context.Context, cs *callState) {
 			"tool output must be one JSON value", "report this to the plugin's author"), false)
 		return
 	}
-	// 7. ingest proposed changes into the session's changeset.
+	// 7. ingest proposed changes into the session's changeset. A tool
+	// that declares its write paths may change only those: the gate and
+	// the policy judged them, and no other path, before the call.
+	if ue := unjudgedChange(t, paths, pr.Changes); ue != nil {
+		cs.fail(StageOutput, ue, false)
+		return
+	}
 	if cs.sess.Ingester != nil && len(pr.Changes) > 0 {
 		if err := cs.sess.Ingester.Ingest(ctx, Output{Plugin: t.Plugin, Tool: c.Tool, CallID: c.ID, Dir: d.OutDir, Changes: pr.Changes}); err != nil {
 			ue, ok := uerr.As(err)
@@ -296,6 +303,32 @@ func (r *Router) run(ctx context.Context, cs *callState) {
 	if pr.Err != nil {
 		cs.res.Err = r.sanitizeError(pr.Err, &cs.res.Redactions)
 	}
+}
+
+// unjudgedChange refuses a proposed change of a path the call's judged
+// write paths do not name, when the tool declares write paths at all.
+func unjudgedChange(t Target, paths []pathArg, changes []tool.FileChange) *uerr.Error {
+	declared := false
+	for _, pd := range t.Tool.Paths {
+		declared = declared || pd.Write()
+	}
+	if !declared || len(changes) == 0 {
+		return nil
+	}
+	judged := map[string]bool{}
+	for _, p := range paths {
+		if p.Write {
+			judged[path.Clean(p.Value)] = true
+		}
+	}
+	for _, ch := range changes {
+		if !judged[path.Clean(ch.Path)] {
+			return uerr.New(CodeOutputInvalid, fmt.Sprintf("tool %s of %s proposed a change to %s, which the call did not name", t.Tool.Name, t.Plugin, textsafe.Line(ch.Path, 200)),
+				"a tool may change only the write paths the kernel judged before the call; nothing of this call was taken",
+				"report this to the plugin's author")
+		}
+	}
+	return nil
 }
 
 // lookup finds the call's tool. A name that is not a tool but spells
