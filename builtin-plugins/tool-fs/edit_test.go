@@ -406,3 +406,33 @@ func TestBytesToChangeOneLine(t *testing.T) {
 		t.Fatalf("fs.edit sent %d bytes, fs.write %d: want at least 100x fewer", len(edit), len(write))
 	}
 }
+
+// TestRangeReadHashGuardsEdit: the sha256 of a line-range read is the whole
+// file's, so an edit sent with it applies, and the same hash after the file
+// changed is STALE_FILE.
+func TestRangeReadHashGuardsEdit(t *testing.T) {
+	var b strings.Builder
+	for i := 1; i <= 300; i++ {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	env := plugintest.NewEnv(t, map[string]string{"f.txt": b.String()})
+	c := plugintest.InProcessTool(t, newToolSet(hclog.NewNullLogger()), 2, env)
+	r := call(t, c, "fs.read", `{"path":"f.txt","offset":250,"limit":5}`)
+	var rr readResult
+	if err := json.Unmarshal(r.Output, &rr); err != nil || rr.SHA256 == "" {
+		t.Fatalf("read: %v %s", err, r.Output)
+	}
+	edit := func() tool.Result {
+		args, _ := json.Marshal(map[string]string{"path": "f.txt", "old_string": "line 252\n", "new_string": "line 252!\n", "expected_sha256": rr.SHA256})
+		return call(t, c, "fs.edit", string(args))
+	}
+	if got := editResult(t, env, edit(), "f.txt"); !strings.Contains(got, "line 252!\n") {
+		t.Fatalf("edit with a range read's hash: %q", got)
+	}
+	if err := os.WriteFile(filepath.Join(env.Workspace, "f.txt"), []byte(b.String()+"line 301\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := edit(); r.OK || r.Err == nil || r.Err.Code != "STALE_FILE" {
+		t.Fatalf("edit after the file changed: %+v", r.Err)
+	}
+}

@@ -194,13 +194,15 @@ func TestApplyPatchOverThreeFiles(t *testing.T) {
 		{{"p1", "plan.complete", map[string]any{"plan": "1. src/fix_test.go: Add, Upper and Twice (fail). 2. Fix them in one patch, moving Twice to util.go. 3. Red, then green."}}},
 		{{"a0", "fs.apply_patch", map[string]any{"patch": early}}},
 		{{"a1", "fs.apply_patch", map[string]any{"patch": addTest}}, {"t1", "test.run", map[string]any{}}},
-		{{"a2", "fs.apply_patch", map[string]any{"patch": fix}}, {"t2", "test.run", map[string]any{}}},
+		// The edit changes the file the patch just moved into place: it
+		// exists only in the session's changeset.
+		{{"a2", "fs.apply_patch", map[string]any{"patch": fix}}, {"e1", "fs.edit", map[string]any{"path": "src/util.go", "old_string": "// Twice doubles x.", "new_string": "// Twice returns 2x."}}, {"t2", "test.run", map[string]any{}}},
 	})
 	tl := strings.Join(ev.tools(), " ")
 	if !strings.Contains(tl, "fs.apply_patch!TOOL_UNAVAILABLE") || !strings.Contains(tl, "test.run=red") || !strings.Contains(tl, "test.run=green") {
 		t.Fatalf("tool results %s: want the early source patch refused, then red, then green", tl)
 	}
-	for p, want := range map[string]string{"src/calc.go": "return a + b", "src/strs.go": "strings.ToUpper(s)", "src/util.go": "return x * 2", "src/fix_test.go": "func TestFixed"} {
+	for p, want := range map[string]string{"src/calc.go": "return a + b", "src/strs.go": "strings.ToUpper(s)", "src/util.go": "// Twice returns 2x.\nfunc Twice(x int) int {\n\treturn x * 2", "src/fix_test.go": "func TestFixed"} {
 		if b, err := os.ReadFile(filepath.Join(ws, p)); err != nil || !strings.Contains(string(b), want) {
 			t.Fatalf("%s was not merged: %v\n%s", p, err, b)
 		}
