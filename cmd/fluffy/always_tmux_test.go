@@ -85,10 +85,15 @@ func TestREPLApproveAlwaysProposesThePolicyRule(t *testing.T) {
 	sc = s.wait(time.Minute, "the policy.update review", func(sc string) bool {
 		return strings.Contains(sc, "Review (policy.update)") && strings.Count(sc, "review> ") >= 2
 	})
-	for _, want := range []string{"Proposed change to " + file, "+      " + item, "name: always-fs-write-docs-notes-md", "Trial: replayed", "/approve to write it to"} {
+	for _, want := range []string{"Proposed change to " + file, "+      " + item, "Trial: replayed", "/approve to write it to"} {
 		if !strings.Contains(sc, want) {
 			t.Fatalf("the policy.update review does not show %q:\n%s", want, sc)
 		}
+	}
+	// The default policy already allows the write (write-tests-and-source):
+	// the except item is all it takes, no allow rule is added.
+	if strings.Contains(sc, "name: always-") {
+		t.Fatalf("the policy.update review adds an allow rule the default policy does not need:\n%s", sc)
 	}
 	if _, err := os.Stat(file); err == nil {
 		t.Fatalf("the policy file was written before the policy.update was approved")
