@@ -15,5 +15,7 @@
 //
 // Subpackages: glob (gitignore-style patterns), units (sizes, durations),
 // token (capability tokens), pin (the user's approval of a project's policy
-// file, without which the embedded default applies).
+// file, without which the embedded default applies), testpaths (which files
+// are tests: the test_paths section, read into Policy.Tests, which the
+// path_class condition and the workflow gate both classify through).
 package policy
