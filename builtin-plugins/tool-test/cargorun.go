@@ -201,29 +201,41 @@ func (j *job) runCargo(ctx context.Context, timeout time.Duration) testrun.Run {
 		}
 	}
 	if len(build.errors) > 0 {
-		run.BuildErrors = build.errors
 		run.Output = build.rendered
-		for i := range run.BuildErrors {
-			if k := build.errorTarget[i]; k != "" && build.built[k] {
-				run.BuildErrors[i].InTestFile = true
+		pass := func(args ...string) (cargoBuild, bool) {
+			stdout := &capBuffer{max: maxLogBytes}
+			argv := append(append(append(slices.Clone(confine), cargo), args...), flags...)
+			res := j.execute(ctx, command{argv: argv, dir: cwd, env: env, timeout: left()}, stdout)
+			return parseCargoBuild(res.stdout, j.ws, root), res.timedOut
+		}
+		// cargo stops at the first crate that fails: when that was the
+		// plain lib (built for doc-tests and integration tests), its unit
+		// tests were never compiled, and their errors — a new test's
+		// missing names — would be missing. So the unit tests are compiled
+		// alone too, and the plain build with --keep-going: an error the
+		// plain build of its crate does not have is in #[cfg(test)] code.
+		unit, late := pass("test", "--no-run", "--lib")
+		if late {
+			return j.timedOut(run, timeout)
+		}
+		plain, late := pass("build", "--keep-going")
+		if late {
+			return j.timedOut(run, timeout)
+		}
+		errs, targets := mergeCargoErrors(build.errors, build.errorTarget, unit.errors, unit.errorTarget)
+		inPlain := map[cargoErrAt]bool{}
+		plainCrates := map[string]bool{}
+		for _, be := range plain.errors {
+			inPlain[errAt(be)] = true
+			plainCrates[be.Package] = true
+		}
+		for i := range errs {
+			k := targets[i]
+			if k != "" && (build.built[k] || plain.built[k] || plainCrates[errs[i].Package] && !inPlain[errAt(errs[i])]) {
+				errs[i].InTestFile = true
 			}
 		}
-		if needNonTest(run.BuildErrors) {
-			// Did the code under test build? Then the errors are in test
-			// code only (#[cfg(test)] items of that target).
-			stdout = &capBuffer{max: maxLogBytes}
-			bargv := append(append(slices.Clone(confine), cargo, "build", "--keep-going"), flags...)
-			res = j.execute(ctx, command{argv: bargv, dir: cwd, env: env, timeout: left()}, stdout)
-			if res.timedOut {
-				return j.timedOut(run, timeout)
-			}
-			nt := parseCargoBuild(res.stdout, j.ws, root)
-			for i := range run.BuildErrors {
-				if k := build.errorTarget[i]; k != "" && nt.built[k] {
-					run.BuildErrors[i].InTestFile = true
-				}
-			}
-		}
+		run.BuildErrors = errs
 		run.Status = classifyGo(run)
 		return run
 	}
@@ -338,21 +350,6 @@ func rustBuildError(d rustDiag, t cargoTarget, ws, root string) testrun.BuildErr
 	}
 	be.InTestFile = hasKind(t.Kind, "test")
 	return be
-}
-
-// needNonTest: every error is a missing name, and some are in a lib or
-// bin target whose plain (non-test) build was not seen: cargo builds the
-// lib as a test harness for its unit tests, and plainly only when
-// integration tests or bins need it.
-func needNonTest(errs []testrun.BuildError) bool {
-	need := false
-	for _, be := range errs {
-		if !be.Undefined {
-			return false
-		}
-		need = need || !be.InTestFile
-	}
-	return need
 }
 
 // runTestBinaries runs each test binary (confined, in its package's
@@ -663,4 +660,31 @@ func setEnv(env []string, k, v string) []string {
 		}
 	}
 	return append(out, k+"="+v)
+}
+
+// cargoErrAt identifies one rustc error across cargo runs.
+type cargoErrAt struct {
+	file         string
+	line, column int
+	msg          string
+}
+
+func errAt(be testrun.BuildError) cargoErrAt {
+	return cargoErrAt{be.File, be.Line, be.Column, be.Message}
+}
+
+// mergeCargoErrors appends to a the errors of b it does not have (same
+// place and message), keeping each error's target key beside it.
+func mergeCargoErrors(a []testrun.BuildError, at []string, b []testrun.BuildError, bt []string) ([]testrun.BuildError, []string) {
+	have := map[cargoErrAt]bool{}
+	for _, be := range a {
+		have[errAt(be)] = true
+	}
+	for i, be := range b {
+		if !have[errAt(be)] {
+			have[errAt(be)] = true
+			a, at = append(a, be), append(at, bt[i])
+		}
+	}
+	return a, at
 }

@@ -143,8 +143,6 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 	}
 	if run.Status == testrun.BuildFailed && run.Summary == "" {
 		run.Summary = "a module the code imports is not in the sandbox's module cache and cannot be downloaded there (no network): run `go mod download` (or `go test ./...` once) in the project on the host, so ~/go/pkg/mod has it"
-	} else if run.Status == testrun.Red && len(run.BuildErrors) > 0 && run.Summary == "" {
-		run.Summary = "the build failed in " + clip(strings.Join(failedPackages(run.BuildErrors), ", "), 512) + ": every compile error is listed in build_errors"
 	}
 	if run.Status == testrun.Red || run.Status == testrun.Green {
 		if j.args.Coverage {

@@ -228,6 +228,9 @@ var classCases = []classCase{
 		if len(r.BuildErrors) != 2 || !got["pykata/test_frames.py:1 ImportError"] || !got["pykata/test_broken.py:3 SyntaxError"] {
 			t.Errorf("build errors %+v", r.BuildErrors)
 		}
+		if !strings.Contains(r.Summary, "pykata.test_frames") || !strings.Contains(r.Summary, "pykata.test_broken") {
+			t.Errorf("summary %q does not name the modules that do not import", r.Summary)
+		}
 	}},
 	{"pytest fixture error", `{"path":"pyfixture"}`, testrun.Red, func(t *testing.T, r testrun.Run) {
 		if r.Counts.Failed != 1 || !strings.Contains(r.Tests[0].Message, "boom") {
@@ -295,6 +298,14 @@ var classCases = []classCase{
 			if !got[w] {
 				t.Errorf("no %s in build errors %+v", w, r.BuildErrors)
 			}
+		}
+		for _, be := range r.BuildErrors {
+			if be.InTestFile != (be.Line > 9) {
+				t.Errorf("%+v: only the errors in #[cfg(test)] code are in test code", be)
+			}
+		}
+		if !strings.Contains(r.Summary, "the build failed in cargokata") {
+			t.Errorf("summary %q does not name the crate", r.Summary)
 		}
 	}},
 	{"cargo no tests", `{"path":"cargonotests"}`, testrun.NoTests, nil},

@@ -22,7 +22,7 @@ func TestPytestExitCrossCheck(t *testing.T) {
 		{testrun.Run{Status: testrun.Red}, 2, false},
 		{withBE, 2, true},
 		{testrun.Run{Status: testrun.BuildFailed}, 2, true},
-		{testrun.Run{Status: testrun.BuildFailed}, 1, false},
+		{testrun.Run{Status: testrun.BuildFailed}, 1, true}, // --continue-on-collection-errors
 		{testrun.Run{Status: testrun.NoTests}, 5, true},
 		{testrun.Run{Status: testrun.NoTests}, 0, true},
 		{testrun.Run{Status: testrun.NoTests}, 4, false},

@@ -251,6 +251,9 @@ func finish(r *testrun.Run) {
 		be := r.BuildErrors[0]
 		head += fmt.Sprintf("; %d build error(s), first %s:%d: %s", len(r.BuildErrors), be.File, be.Line, be.Message)
 	}
+	if r.Status == testrun.Red && len(r.BuildErrors) > 0 {
+		head += "\nthe build failed in " + clip(strings.Join(failedPackages(r.BuildErrors), ", "), 512) + " (the code or the tests do not compile or import yet): every error is listed in build_errors"
+	}
 	if r.Summary != "" {
 		head += "\n" + r.Summary
 	}
