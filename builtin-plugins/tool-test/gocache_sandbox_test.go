@@ -50,10 +50,10 @@ func TestCannotWriteHostCache(t *testing.T) {
 // TestHostGoCacheLayerInDockerSandbox: with a warm host cache (a real
 // `go test` on the host filled it) and an empty project cache, the first
 // test.run in a real L2 container takes what the host already compiled
-// from the host cache: nothing the host cache holds is put into the
-// project's cache again, what is new lands in the project's cache, and a
-// test trying to write the host cache fails to, leaving it exactly as it
-// was.
+// from the host cache (copied into the project's cache, never built
+// again), what is new lands in the project's cache, a test trying to
+// write the host cache fails to, leaving it exactly as it was, and the
+// second run goes without the cache program.
 func TestHostGoCacheLayerInDockerSandbox(t *testing.T) {
 	t.Setenv("PATH", sandboxPath(t))
 	ws, lower := t.TempDir(), t.TempDir()
@@ -102,19 +102,40 @@ func TestHostGoCacheLayerInDockerSandbox(t *testing.T) {
 	if len(upperIDs) == 0 {
 		t.Fatalf("nothing was written to the project's cache %s", upper)
 	}
-	var again []string
+	// The standard library (strconv, encoding/json, testing and their
+	// imports) has the same action IDs in both. Taken from the host
+	// cache, an entry is copied into the project's byte for byte (the
+	// host's timestamp included); built again, it would carry this
+	// run's time.
+	var copied, again int
 	for id := range upperIDs {
-		if lowerIDs[id] {
-			again = append(again, id)
+		if !lowerIDs[id] {
+			continue
+		}
+		a, _ := os.ReadFile(filepath.Join(upper, id[:2], id+"-a"))
+		b, _ := os.ReadFile(filepath.Join(lower, id[:2], id+"-a"))
+		if string(a) == string(b) {
+			copied++
+		} else {
+			again++
 		}
 	}
-	// The standard library (strconv, encoding/json, testing and their
-	// imports) has the same action IDs in both: built again, it would be
-	// put into the project's cache under them.
-	if len(again) > 0 {
-		t.Errorf("%d of %d entries of the project's cache were already in the host cache: the first run rebuilt them", len(again), len(upperIDs))
+	if again > 0 || copied == 0 {
+		t.Errorf("of the project cache's %d entries, %d were built again though the host cache had them, %d copied from it", len(upperIDs), again, copied)
 	}
-	t.Logf("first run %d ms; %d new entries in the project's cache, %d in the host cache", r.DurationMS, len(upperIDs), len(lowerIDs))
+	// The second run needs no cache program: the marker says the
+	// project's cache has what the first took from the host.
+	markers, _ := filepath.Glob(filepath.Join(kernel.BuildCacheDir(e.Home, ws), "go-layered", "*"))
+	if len(markers) != 1 {
+		t.Errorf("layer markers %v, want one", markers)
+	}
+	if res := e.Call(t, "tool-test", "test.run", "second", `{}`); !res.OK {
+		t.Fatalf("second test.run: %+v", res.Err)
+	} else if r, err := testrun.Decode(res.Output); err != nil || r.Status != testrun.Green {
+		t.Fatalf("second test.run: %v %+v", err, r)
+	}
+	sameSnapshot(t, "the host cache", before, cacheSnapshot(t, lower))
+	t.Logf("first run %d ms; the project's cache has %d entries (%d copied from the host's %d)", r.DurationMS, len(upperIDs), copied, len(lowerIDs))
 }
 
 // cacheIDs are the action IDs of dir's entries.

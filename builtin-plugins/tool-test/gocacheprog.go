@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,9 +18,10 @@ import (
 )
 
 // cacheProgArg makes this binary the go command's GOCACHEPROG:
-// `tool-test __fluffy_gocacheprog <lower> <upper>`. lower is the host's
-// Go build cache, mounted read-only; upper is the project's own cache,
-// the only one written.
+// `tool-test __fluffy_gocacheprog <lower> <upper> [<marker> <key>]`.
+// lower is the host's Go build cache, mounted read-only; upper is the
+// project's own cache, the only one written; key is written to marker
+// when the go command closes the session.
 const cacheProgArg = "__fluffy_gocacheprog"
 
 // envHostGoCache is where the sandbox mounted the host's build cache
@@ -27,9 +29,13 @@ const cacheProgArg = "__fluffy_gocacheprog"
 const envHostGoCache = "FLUFFY_HOST_GOCACHE"
 
 // goCacheProg is the GOCACHEPROG value that layers the host's cache
-// (read-only) under upper, or "" when the sandbox has no host cache. The
-// go command splits the value on spaces, so paths with blanks or quotes
-// are not layered.
+// (read-only) under upper, or "" for a plain GOCACHE: without a host
+// cache, or when a layered run of this module already copied what it
+// took from the host into upper (its marker holds the key of the same
+// go.mod, go.sum and toolchain). A cache program costs a round trip per
+// cache lookup, hundreds per run; a plain warm run needs none. The go
+// command splits the value on spaces, so paths with blanks or quotes are
+// not layered.
 func (j *job) goCacheProg(upper string) string {
 	lower := os.Getenv(envHostGoCache)
 	if lower == "" || !filepath.IsAbs(lower) || upper == "" {
@@ -39,6 +45,15 @@ func (j *job) goCacheProg(upper string) string {
 		return ""
 	}
 	argv := []string{j.self, cacheProgArg, lower, upper}
+	if j.cache != "" {
+		if modDir, ok := goModuleDir(j.ws, j.target); ok {
+			marker, key := layerMarker(j.cache, filepath.Join(j.ws, filepath.FromSlash(modDir)), modDir, lower)
+			if b, err := os.ReadFile(marker); err == nil && string(b) == key {
+				return ""
+			}
+			argv = append(argv, marker, key)
+		}
+	}
 	for _, a := range argv {
 		if strings.ContainsAny(a, " \t\n'\"\\") {
 			j.logger.Debug("build cache path not usable in GOCACHEPROG; host cache not layered", "path", a)
@@ -48,13 +63,36 @@ func (j *job) goCacheProg(upper string) string {
 	return strings.Join(argv, " ")
 }
 
+// layerMarker is where the module at modDir records its last layered
+// run, and the key of what that run resolved against: go.mod, go.sum,
+// the go binary and the host cache's path. A new dependency or another
+// toolchain changes the key, and the next run is layered again.
+func layerMarker(cache, dir, modDir, lower string) (marker, key string) {
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		fmt.Fprintf(h, "%s %d\n%s\n", f, len(b), b)
+	}
+	if gobin, err := exec.LookPath("go"); err == nil {
+		if fi, err := os.Stat(gobin); err == nil {
+			fmt.Fprintf(h, "go %s %d %d\n", gobin, fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	fmt.Fprintf(h, "lower %s\n", lower)
+	sum := sha256.Sum256([]byte(modDir))
+	return filepath.Join(cache, "go-layered", hex.EncodeToString(sum[:8])), hex.EncodeToString(h.Sum(nil))
+}
+
 // cacheProgMain serves the GOCACHEPROG protocol on stdin/stdout.
 func cacheProgMain(args []string) {
-	if len(args) != 2 || !filepath.IsAbs(args[0]) || !filepath.IsAbs(args[1]) {
-		fmt.Fprintln(os.Stderr, "usage: tool-test "+cacheProgArg+" <lower cache dir> <upper cache dir>")
+	if len(args) != 2 && len(args) != 4 || !filepath.IsAbs(args[0]) || !filepath.IsAbs(args[1]) {
+		fmt.Fprintln(os.Stderr, "usage: tool-test "+cacheProgArg+" <lower cache dir> <upper cache dir> [<marker file> <key>]")
 		os.Exit(2)
 	}
 	c := layeredCache{lower: args[0], upper: args[1]}
+	if len(args) == 4 {
+		c.marker, c.key = args[2], args[3]
+	}
 	if err := c.serve(os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "fluffy gocacheprog:", err)
 		os.Exit(1)
@@ -91,6 +129,9 @@ type cacheResponse struct {
 // is the right result or is not found.
 type layeredCache struct {
 	lower, upper string
+	// marker, if set, gets key at close: upper then holds everything
+	// this session took from lower.
+	marker, key string
 }
 
 const hashSize = sha256.Size
@@ -136,6 +177,11 @@ func (c layeredCache) serve(r io.Reader, w io.Writer) error {
 			// The go command trims its cache on exit, but not when a
 			// cache program stands in for it.
 			c.trim(time.Now())
+			if c.marker != "" {
+				if err := writeAtomic(c.marker, []byte(c.key)); err != nil {
+					res.Err = err.Error()
+				}
+			}
 			return send(&res)
 		default:
 			res.Err = fmt.Sprintf("unknown command %q", req.Command)
@@ -146,7 +192,8 @@ func (c layeredCache) serve(r io.Reader, w io.Writer) error {
 	}
 }
 
-// get answers from upper, else from lower, else a miss.
+// get answers from upper, else from lower, else a miss. A lower hit is
+// copied up (entry and output), so later runs find it in upper alone.
 func (c layeredCache) get(id []byte, res *cacheResponse) {
 	if len(id) != hashSize {
 		res.Err = fmt.Sprintf("action ID of %d bytes", len(id))
@@ -164,6 +211,8 @@ func (c layeredCache) get(id []byte, res *cacheResponse) {
 		if dir == c.upper {
 			markUsed(cacheFile(dir, id, "a"))
 			markUsed(file)
+		} else if up, err := c.copyUp(id, out, size, t, file); err == nil {
+			file = up
 		}
 		res.OutputID, res.Size, res.Time, res.DiskPath = out, size, &t, file
 		return
@@ -320,4 +369,27 @@ func (c layeredCache) trim(now time.Time) {
 		}
 	}
 	_ = writeAtomic(stamp, []byte(strconv.FormatInt(now.Unix(), 10)))
+}
+
+// copyUp copies a lower entry and its output into upper, keeping the
+// entry's time; it returns the output's path in upper.
+func (c layeredCache) copyUp(id, out []byte, size int64, t time.Time, file string) (string, error) {
+	dst := cacheFile(c.upper, out, "d")
+	if fi, err := os.Stat(dst); err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		if int64(len(b)) != size {
+			return "", errors.New("lower output changed size")
+		}
+		if err := writeAtomic(dst, b); err != nil {
+			return "", err
+		}
+	}
+	entry := fmt.Sprintf("v1 %x %x %20d %20d\n", id, out, size, t.UnixNano())
+	if err := writeAtomic(cacheFile(c.upper, id, "a"), []byte(entry)); err != nil {
+		return "", err
+	}
+	return dst, nil
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 )
 
@@ -265,5 +267,58 @@ func TestGoCacheProgTrims(t *testing.T) {
 	close()
 	if _, err := os.Stat(again); err != nil {
 		t.Errorf("trimmed twice within a day: %v", err)
+	}
+}
+
+// TestGoCacheProgOnlyUntilCopiedUp: a module is layered until a layered
+// run closed with its marker; a changed go.mod or go.sum layers it again.
+func TestGoCacheProgOnlyUntilCopiedUp(t *testing.T) {
+	lower, cache, ws := t.TempDir(), t.TempDir(), t.TempDir()
+	t.Setenv(envHostGoCache, lower)
+	writeTree(t, ws, map[string]string{"go.mod": "module example.com/m\n\ngo 1.22\n", "sub/x.go": "package sub\n"})
+	j := &job{ws: ws, target: "sub", cache: cache, self: "/plugin/tool-test", logger: hclog.NewNullLogger()}
+	upper := filepath.Join(cache, "go-build")
+	closeLayered := func(prog string) {
+		t.Helper()
+		f := strings.Fields(prog)
+		if len(f) != 6 || f[1] != cacheProgArg || f[2] != lower || f[3] != upper {
+			t.Fatalf("GOCACHEPROG %q", prog)
+		}
+		in := strings.NewReader(`{"ID":1,"Command":"close"}` + "\n")
+		if err := (layeredCache{lower: lower, upper: upper, marker: f[4], key: f[5]}).serve(in, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name    string
+		change  map[string]string
+		layered bool
+	}{
+		{"first run", nil, true},
+		{"after a layered run", nil, false},
+		{"again", nil, false},
+		{"go.sum appears", map[string]string{"go.sum": "example.com/dep v1.0.0 h1:x=\n"}, true},
+		{"after that", nil, false},
+		{"go.mod changes", map[string]string{"go.mod": "module example.com/m\n\ngo 1.23\n"}, true},
+	}
+	for _, s := range steps {
+		writeTree(t, ws, s.change)
+		prog := j.goCacheProg(upper)
+		if (prog != "") != s.layered {
+			t.Fatalf("%s: GOCACHEPROG %q, want layered %v", s.name, prog, s.layered)
+		}
+		if prog != "" {
+			closeLayered(prog)
+		}
+	}
+	// Without the kernel's cache (a cold run in scratch) every run is
+	// layered: nothing outlives it to copy into.
+	cold := &job{ws: ws, target: "sub", self: "/plugin/tool-test", logger: hclog.NewNullLogger()}
+	if prog := cold.goCacheProg(t.TempDir()); len(strings.Fields(prog)) != 4 {
+		t.Fatalf("scratch cache: %q", prog)
+	}
+	t.Setenv(envHostGoCache, "")
+	if prog := j.goCacheProg(upper); prog != "" {
+		t.Fatalf("no host cache, yet %q", prog)
 	}
 }
