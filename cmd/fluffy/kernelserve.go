@@ -13,6 +13,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/modelprofile"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
@@ -127,8 +128,33 @@ func taskOptions(cfg *config.Config) kernel.TaskOptions {
 			MaxTurns: cfg.Int("agent.max_turns"), MaxTokens: int64(cfg.Int("agent.max_tokens")),
 			MaxCostUSD: cfg.Float("agent.max_cost_usd"), MaxDuration: cfg.Duration("agent.max_duration"),
 		},
-		AutoMaxLines: cfg.Int("merge.auto_max_lines"),
+		AutoMaxLines:    cfg.Int("merge.auto_max_lines"),
+		ProfileOverride: profileOverride(cfg),
 	}
+}
+
+// profileOverride is the user's model_profile.* settings (unset keys keep
+// what fluffy's table knows of the model).
+func profileOverride(cfg *config.Config) modelprofile.Override {
+	var o modelprofile.Override
+	num := func(key string) *float64 {
+		if v := cfg.Get(key); v.Raw != "" && v.Source != config.SourceDefault {
+			f := cfg.Float(key)
+			return &f
+		}
+		return nil
+	}
+	whole := func(key string) *int64 {
+		if v := cfg.Get(key); v.Raw != "" && v.Source != config.SourceDefault {
+			n := int64(cfg.Int(key))
+			return &n
+		}
+		return nil
+	}
+	o.ContextWindow, o.MaxOutput = whole("model_profile.context_window"), whole("model_profile.max_output")
+	o.PriceIn, o.PriceOut = num("model_profile.price_in"), num("model_profile.price_out")
+	o.PriceCacheRead, o.PriceCacheWrite = num("model_profile.price_cache_read"), num("model_profile.price_cache_write")
+	return o
 }
 
 // serveTasks registers the task and session methods on the daemon. When
@@ -159,7 +185,7 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 			tctx = ctx
 		}
 		done, err := t.Run(tctx, kernel.TaskRequest{Prompt: p.Prompt, Yes: p.Yes, Interactive: p.Interactive, Mode: p.Mode,
-			Provider: providerPlugin(p.Provider), Model: p.Model, ProviderConfig: p.ProviderConfig, Record: p.Record},
+			Provider: providerPlugin(p.Provider), Model: p.Model, ProviderConfig: p.ProviderConfig, Record: p.Record, MaxCostUSD: p.MaxCostUSD},
 			func(ev agent.Event) { _ = req.Emit(ev) })
 		if err != nil {
 			return nil, err

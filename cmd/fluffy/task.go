@@ -28,6 +28,7 @@ type taskFlags struct {
 	record                             string
 	yes, json                          bool
 	prompt                             string
+	maxCost                            float64
 }
 
 func parseTaskFlags(args []string) (taskFlags, error) {
@@ -41,9 +42,10 @@ func parseTaskFlags(args []string) (taskFlags, error) {
 	fs.BoolVar(&f.yes, "yes", false, "without a terminal, merge a change that meets the auto-merge criteria (tests pass, nothing the policy sends to review, at most merge.auto_max_lines); never answers a review")
 	fs.BoolVar(&f.json, "json", false, "print the event stream as JSON lines (for scripts and CI)")
 	fs.StringVar(&f.record, "record", "", "write the task's model turns to a new cassette FILE (mode 0600, no secrets) that provider-replay plays back offline")
+	fs.Float64Var(&f.maxCost, "max-cost", 0, "stop the task once it cost this many US dollars (beats agent.max_cost_usd; acts when the model's prices are known)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return f, usageErr("fluffy", err.Error(), `usage: fluffy [--mode M] [--provider P] [--model M] [--yes] [--json] [--record FILE] [--l1 docker|none] ["task"]`)
+		return f, usageErr("fluffy", err.Error(), `usage: fluffy [--mode M] [--provider P] [--model M] [--yes] [--json] [--record FILE] [--max-cost USD] [--l1 docker|none] ["task"]`)
 	}
 	f.prompt = strings.TrimSpace(strings.Join(pos, " "))
 	return f, nil
@@ -340,7 +342,7 @@ func runOneShot(e *env, f taskFlags) int {
 	if interactive {
 		rev = lineReviewer{in: bufio.NewReader(e.stdin), out: e.stdout}
 	}
-	done, err := s.runTask(ctx, daemon.TaskParams{Prompt: f.prompt, Mode: f.mode, Provider: tp.name, Model: tp.model, ProviderConfig: tp.config, Yes: f.yes, Interactive: interactive, Record: rec != nil}, render, rev)
+	done, err := s.runTask(ctx, daemon.TaskParams{Prompt: f.prompt, Mode: f.mode, Provider: tp.name, Model: tp.model, ProviderConfig: tp.config, Yes: f.yes, Interactive: interactive, Record: rec != nil, MaxCostUSD: f.maxCost}, render, rev)
 	select {
 	case ferr := <-fatal:
 		return report(e, ferr)

@@ -65,6 +65,9 @@ type Agent struct {
 	touchedMu sync.Mutex
 	touched   []string
 	seen      map[string]bool
+	// baseMaxCost is the configured cost limit, restored after a task
+	// that set its own.
+	baseMaxCost float64
 }
 
 // New returns an agent for one session.
@@ -87,7 +90,7 @@ func New(o Options) *Agent {
 	if o.Emit == nil {
 		o.Emit = func(Event) {}
 	}
-	return &Agent{o: o, h: &history{}, est: newEstimator()}
+	return &Agent{o: o, h: &history{}, est: newEstimator(), baseMaxCost: o.Limits.MaxCostUSD}
 }
 
 // Pin keeps text in every request's system prompt for the session.

@@ -56,6 +56,8 @@ type TaskParams struct {
 	// it (and without Yes) a needed review stops the task with a clear
 	// message instead of waiting.
 	Interactive bool `json:"interactive,omitempty"`
+	// MaxCostUSD, when > 0, is this task's cost limit (--max-cost).
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 	// Record sends every provider turn as a recorded_turn event holding
 	// its cassette line (`fluffy --record FILE`).
 	Record bool `json:"record,omitempty"`

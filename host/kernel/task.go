@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/fluffy-waffle/fluffy/host/modelprofile"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +47,10 @@ type TaskOptions struct {
 	// AutoMaxLines is the merge auto-approval threshold (0: 500).
 	AutoMaxLines int
 	Logger       hclog.Logger
+	// Profiles are the models fluffy knows (nil: the builtin table);
+	// ProfileOverride is the user's model_profile.* settings.
+	Profiles        *modelprofile.Table
+	ProfileOverride modelprofile.Override
 }
 
 // TaskRequest is one task as the CLI asks for it.
@@ -72,6 +77,8 @@ type TaskRequest struct {
 	// Record turns every provider turn of the task into a cassette line,
 	// sent as a recorded_turn event (`fluffy --record FILE`).
 	Record bool
+	// MaxCostUSD, when > 0, is this task's cost limit (--max-cost).
+	MaxCostUSD float64
 }
 
 // Tasks runs the AI loop of the kernel's session: one task at a time,
@@ -96,6 +103,7 @@ type Tasks struct {
 	provider    string    // this task's provider plugin
 	model       string    // this task's model ("" = the provider's default)
 	rec         *recorder // this task's recording (--record), nil when off
+	dirty       *bool     // whether the project's tree had uncommitted changes when the task started (nil: unknown)
 	events      []agent.Event
 	subs        map[chan agent.Event]struct{}
 	reviews     map[string]pendingReview
@@ -164,7 +172,7 @@ func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
 	t.ag = agent.New(agent.Options{
 		Session: k.Session.ID(), Model: providerModel{t: t}, ModelName: o.Model,
 		ContextWindow: o.ContextWindow, Tools: &taskTools{t: t}, Workflow: workflow{t},
-		Finisher: &finisher{t: t}, Limits: o.Limits, Emit: t.publish, Logger: o.Logger,
+		Finisher: &finisher{t: t}, Limits: o.Limits, Emit: t.publish, Logger: o.Logger, Brief: t.brief,
 	})
 	return t, nil
 }
@@ -225,6 +233,15 @@ func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)
 	ch := make(chan agent.Event, 4096)
 	t.subs[ch] = struct{}{}
 	t.mu.Unlock()
+	dirty := t.treeDirty(ctx)
+	t.mu.Lock()
+	t.dirty = dirty
+	t.mu.Unlock()
+	tm, notice := t.taskModel(provider, model, req.ProviderConfig, req.MaxCostUSD)
+	t.ag.SetModel(tm)
+	if notice != "" {
+		t.publish(agent.Event{Type: agent.EventNotice, Text: notice})
+	}
 
 	forwarded := make(chan struct{})
 	go func() {

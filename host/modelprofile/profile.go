@@ -104,14 +104,17 @@ func Builtin() *Table {
 	return t
 }
 
-// Lookup is the profile of model as provider serves it, with overrides
-// applied, and a notice for the user when the model is unknown (empty
-// otherwise). A name matches its longest known prefix that ends at a
+// Lookup is the profile of model, with overrides applied, and a notice for
+// the user when the model is unknown (empty otherwise). local: the model is
+// served from this machine (Ollama, a cassette), so a model the table does
+// not price costs nothing. A name matches its longest known prefix that ends at a
 // separator, so dated names ("gpt-4.1-2025-04-14",
 // "claude-sonnet-4-20250514") and tags ("qwen3:8b") find their family.
-func (t *Table) Lookup(providerName, model string, o Override) (Profile, string) {
+func (t *Table) Lookup(model string, local bool, o Override) (Profile, string) {
 	p, ok := t.match(model)
-	if providerName == "ollama" || providerName == "replay" {
+	// A known cloud model keeps its prices wherever it is reached from (a
+	// proxy on localhost still forwards to a paid API).
+	if local && (!ok || p.Local) {
 		if !ok {
 			p = Profile{Model: model, ContextWindow: DefaultContextWindow, MaxOutput: DefaultMaxOutput}
 		}

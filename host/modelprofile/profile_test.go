@@ -33,7 +33,7 @@ func TestLookup(t *testing.T) {
 		{"openai", "my-finetune", Override{ContextWindow: ptr[int64](64_000), PriceIn: ptr(1.0), PriceOut: ptr(2.0)}, "my-finetune", 64_000, true, ""},
 		{"openai", "gpt-4.1", Override{ContextWindow: ptr[int64](100_000)}, "gpt-4.1", 100_000, true, ""},
 	} {
-		p, notice := tab.Lookup(c.provider, c.model, c.o)
+		p, notice := tab.Lookup(c.model, c.provider == "ollama", c.o)
 		if p.Model != c.wantModel || p.ContextWindow != c.wantCtx || p.Priced != c.wantPriced {
 			t.Errorf("%s %s: got model %q ctx %d priced %v", c.provider, c.model, p.Model, p.ContextWindow, p.Priced)
 		}
@@ -57,8 +57,11 @@ func TestCost(t *testing.T) {
 		// Anthropic cache writes cost 1.25x input, reads 0.1x.
 		{"anthropic", "claude-sonnet-4-5", provider.Usage{CacheWriteTokens: 1e6, CacheReadTokens: 1e6}, 3.75 + 0.30},
 		{"ollama", "qwen3", provider.Usage{InputTokens: 5e6, OutputTokens: 5e6}, 0},
+		{"ollama", "mystery:7b", provider.Usage{InputTokens: 5e6, OutputTokens: 5e6}, 0},
+		// gpt-4.1 through a proxy on this machine is still paid for.
+		{"ollama", "gpt-4.1", provider.Usage{InputTokens: 1e6}, 2},
 	} {
-		p, _ := tab.Lookup(c.provider, c.model, Override{})
+		p, _ := tab.Lookup(c.model, c.provider == "ollama", Override{})
 		if got := p.Cost(c.u); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%s %s %+v: cost %v, want %v", c.provider, c.model, c.u, got, c.want)
 		}

@@ -198,7 +198,9 @@ func (p project) events() [][]provider.Event {
 				provider.Event{ToolCallDelta: &provider.ToolCallDelta{CallID: id, ArgumentsDelta: string(a[half:])}},
 				provider.Event{ToolCallEnd: &provider.ToolCallEnd{CallID: id, Name: c.name, Arguments: a}})
 		}
-		turns = append(turns, append(evs, provider.Event{Done: &provider.Done{StopReason: provider.StopToolUse}}))
+		// 2 000 tokens in, 100 out a turn: on gpt-4.1 $0.0048.
+		turns = append(turns, append(evs, provider.Event{Usage: &provider.Usage{InputTokens: 2000, OutputTokens: 100}},
+			provider.Event{Done: &provider.Done{StopReason: provider.StopToolUse}}))
 	}
 	return append(turns, []provider.Event{{TextDelta: "Done: the tests pass."}, {Done: &provider.Done{StopReason: provider.StopEndTurn}}})
 }
@@ -435,12 +437,57 @@ func TestGoModuleWithOpenAI(t *testing.T) {
 	r := u.task("--provider", "openai", "--model", "gpt-4.1", "--l1", "none", "--yes", "--json", p.task)
 	check(t, u, p, r)
 	reqs := srv.Requests()
-	if len(reqs) < len(p.events()) {
-		t.Fatalf("the fake saw %d requests for %d turns", len(reqs), len(p.events()))
+	// The merge after the green run ends the task: the closing answer is
+	// never asked for.
+	if len(reqs) != len(p.events())-1 {
+		t.Fatalf("the fake saw %d requests for %d scripted turns", len(reqs), len(p.events()))
 	}
 	if !strings.Contains(string(reqs[0].Body), `"model":"gpt-4.1"`) {
 		t.Fatalf("the first request does not ask for --model gpt-4.1:\n%.600s", reqs[0].Body)
 	}
+}
+
+// TestMaxCostStopsATask: with the model's prices known (gpt-4.1 is in
+// fluffy's table), --max-cost stops the task once its turns cost more,
+// with exit 3 and a reason naming the limit; the done event carries the
+// task's cost.
+func TestMaxCostStopsATask(t *testing.T) {
+	needDocker(t)
+	fluffy := fluffyBin(t)
+	home := shortHome(t)
+	p := projects()[0]
+	srv := providertest.New()
+	t.Cleanup(srv.Close)
+	srv.Play(providertest.OpenAITurns(p.events())...)
+	u := newProject(t, fluffy, home, p, "OPENAI_API_KEY=sk-e2e-not-a-real-key", "OPENAI_BASE_URL="+srv.URL()+"/v1")
+	out, stderr, code := u.run("--provider", "openai", "--model", "gpt-4.1", "--max-cost", "0.005", "--l1", "none", "--yes", "--json", p.task)
+	if code != 3 {
+		t.Fatalf("exit %d, want 3 (stopped)\nstderr:\n%s\nstdout tail:\n%s", code, stderr, tail(out, 1500))
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var done struct {
+		Done struct {
+			Status  string  `json:"status"`
+			Reason  string  `json:"reason"`
+			CostUSD float64 `json:"cost_usd"`
+		} `json:"done"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &done); err != nil {
+		t.Fatal(err)
+	}
+	if done.Done.Status != "stopped" || !strings.Contains(done.Done.Reason, "--max-cost") || done.Done.CostUSD < 0.005 || done.Done.CostUSD > 0.02 {
+		t.Fatalf("done %+v", done.Done)
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Fatalf("the fake saw %d requests; $0.0048 a turn and a $0.005 limit stop the task after 2", n)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
 
 // shortHome is a fresh $FLUFFY_HOME under /tmp: its unix sockets must fit
