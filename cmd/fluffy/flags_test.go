@@ -99,3 +99,18 @@ func TestFlaglessCommandParsesFlags(t *testing.T) {
 		}
 	}
 }
+
+// A usage error quotes the argument it refuses bounded and escaped.
+func TestUsageErrorQuotesBounded(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	for _, args := range [][]string{
+		{"plugin", "enable", "NAME", "--" + long},
+		{"policy", "show", "--\x1b[2J" + long},
+		{"plugin", long},
+	} {
+		_, stderr, code := newCLI(t).run(args...)
+		if code != 2 || len(stderr) > 1500 || strings.Contains(stderr, "\x1b") {
+			t.Errorf("%.40q: exit %d, %d bytes of stderr: %.200q", args, code, len(stderr), stderr)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -132,7 +133,7 @@ func run(args []string, e *env) int {
 		return report(e, err)
 	}
 	if near := nearCommand(f.prompt, cmds); near != "" {
-		return report(e, uerr.New("USAGE", fmt.Sprintf("unknown command %q", f.prompt),
+		return report(e, uerr.New("USAGE", fmt.Sprintf("unknown command %q", textsafe.Line(f.prompt, maxQuoted)),
 			"it looks like a mistyped command, not a task", fmt.Sprintf("did you mean `fluffy %s`? To run it as a task, write a sentence: fluffy \"...\"", near)))
 	}
 	if f.prompt == "" {
@@ -227,10 +228,15 @@ func usage(w io.Writer, cmds []command) {
 	fmt.Fprintln(w, "Run `fluffy help COMMAND` (or `fluffy COMMAND --help`, `-h`) for a command's subcommands and flags.")
 }
 
-// usageErr builds the structured error for bad arguments.
+// usageErr builds the structured error for bad arguments. what often
+// quotes an argument (a flag parse error does), so it is bounded and
+// escaped.
 func usageErr(cmd, what, fix string) error {
-	return uerr.New("USAGE", what, "the arguments to `fluffy "+cmd+"` are not valid", fix)
+	return uerr.New("USAGE", textsafe.Line(what, maxQuoted), "the arguments to `fluffy "+cmd+"` are not valid", fix)
 }
+
+// maxQuoted bounds the user's or a file's text quoted in an error.
+const maxQuoted = 300
 
 // subcommands dispatches `fluffy <parent> <sub> ...` for commands that have
 // their own verbs (plugin, policy, audit, ...).

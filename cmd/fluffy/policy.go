@@ -44,11 +44,9 @@ func projectFlag(fs *flag.FlagSet) *string {
 	return fs.String("project", ".", "project directory (the active policy is <project>/.fluffy/policy.yaml once trusted with `fluffy policy trust`, else the built-in default)")
 }
 
-func newPolicyFlags(e *env, name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("fluffy policy "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	return fs
-}
+// newPolicyFlags is newFlags for a policy subcommand: parse errors reach
+// the user once, as the structured usage error.
+func newPolicyFlags(_ *env, name string) *flag.FlagSet { return newFlags("fluffy policy " + name) }
 
 func printWarnings(w io.Writer, p *policy.Policy) {
 	for _, wn := range p.Warnings {

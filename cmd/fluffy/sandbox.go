@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"text/tabwriter"
@@ -50,8 +49,7 @@ func withRuntime(e *env, f func(ctx context.Context, rt sandbox.Runtime, runDir 
 }
 
 func sandboxLs(e *env, args []string) error {
-	fs := flag.NewFlagSet("sandbox ls", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags("sandbox ls")
 	orphans := fs.Bool("orphans", false, "show only this home's resources whose kernel is gone")
 	if err := parseFlags(fs, args); err != nil {
 		return usageErr("sandbox ls", err.Error(), "run `fluffy sandbox ls [--orphans]`")
@@ -82,8 +80,7 @@ func sandboxLs(e *env, args []string) error {
 }
 
 func sandboxGC(e *env, args []string) error {
-	fs := flag.NewFlagSet("sandbox gc", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags("sandbox gc")
 	all := fs.Bool("all", false, "also remove sandboxes of this home's running kernels (never another home's)")
 	if err := parseFlags(fs, args); err != nil {
 		return usageErr("sandbox gc", err.Error(), "run `fluffy sandbox gc [--all]`")
