@@ -132,8 +132,18 @@ func replace(rel, content string, op editOp, which string) (string, int, string,
 			"fs.edit replaces exactly one occurrence unless replace_all is true",
 			"add surrounding lines to old_string so it occurs once (fs.read those lines to copy them), or set replace_all: true to change every occurrence")
 	}
-	// Absent. A unique match once trailing whitespace is ignored on every
-	// line is the same text to a reader: apply it, and say so.
+	// Absent. In a file with CRLF line ends, text sent with LF ends is the
+	// same text: match and replace it with the file's line ends.
+	if strings.Contains(content, "\r\n") && strings.Contains(op.OldString, "\n") && !strings.Contains(op.OldString, "\r") {
+		crlf := editOp{OldString: toCRLF(op.OldString), NewString: toCRLF(op.NewString), ReplaceAll: op.ReplaceAll}
+		if next, n, _, err := replace(rel, content, crlf, which); err == nil {
+			return next, n, "old_string matched with the file's CRLF line ends", nil
+		} else if err.Code == CodeEditAmbiguous {
+			return "", 0, "", err
+		}
+	}
+	// A unique match once trailing whitespace is ignored on every line is
+	// the same text to a reader: apply it, and say so.
 	if start, end, ok := looseMatch(content, op.OldString, trimTrailing); ok {
 		return content[:start] + op.NewString + content[end:], 1, "old_string matched only with trailing whitespace ignored", nil
 	}
@@ -156,6 +166,8 @@ func replace(rel, content string, op editOp, which string) (string, int, string,
 	e.Fix = fix.String()
 	return "", 0, "", e
 }
+
+func toCRLF(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }
 
 func trimTrailing(s string) string { return strings.TrimRight(s, " \t\r") }
 

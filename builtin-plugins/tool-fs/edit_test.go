@@ -164,7 +164,7 @@ func editResult(t *testing.T, env plugintest.Env, r tool.Result, path string) st
 
 func TestEdit(t *testing.T) {
 	src := "package a\n\nfunc A() int {\n\treturn 1\n}\n\nfunc B() int {\n\treturn 1\n}\n\nfunc C() {}   \n"
-	env := plugintest.NewEnv(t, map[string]string{"a.go": src, "bin.dat": "\x00\x01"})
+	env := plugintest.NewEnv(t, map[string]string{"a.go": src, "bin.dat": "\x00\x01", "w.txt": "one\r\ntwo\r\nthree\r\n"})
 	c := plugintest.InProcessTool(t, newToolSet(hclog.NewNullLogger()), 2, env)
 	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	cases := []struct {
@@ -198,6 +198,8 @@ func TestEdit(t *testing.T) {
 			{"old_string": "func A() int {", "new_string": "func A2() int {"},
 			{"old_string": "nowhere", "new_string": "x"}}},
 			code: CodeEditNotFound, whatHas: []string{"edits[1]"}},
+		{name: "crlf-file-lf-edit", args: map[string]any{"path": "w.txt", "old_string": "one\ntwo\n", "new_string": "one\n2\n"},
+			want: "one\r\n2\r\nthree\r\n"},
 		{name: "noop", args: map[string]any{"path": "a.go", "old_string": "func A", "new_string": "func A"}, code: CodeEditNoop},
 		{name: "missing-file", args: map[string]any{"path": "b.go", "old_string": "x", "new_string": "y"}, code: "FS_NOT_FOUND", fixHas: []string{"fs.write"}},
 		{name: "empty-old", args: map[string]any{"path": "a.go", "old_string": "", "new_string": "y"}, code: "TOOL_ARGS_INVALID"},
@@ -229,7 +231,9 @@ func TestEdit(t *testing.T) {
 				}
 				return
 			}
-			if got := editResult(t, env, r, "a.go"); got != tc.want {
+			var a struct{ Path string }
+			_ = json.Unmarshal([]byte(js(tc.args)), &a)
+			if got := editResult(t, env, r, a.Path); got != tc.want {
 				t.Fatalf("got\n%s\nwant\n%s", got, tc.want)
 			}
 			if tc.name == "trailing-whitespace-normalised" && !strings.Contains(string(r.Output), "trailing whitespace") {
