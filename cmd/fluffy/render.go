@@ -244,6 +244,18 @@ func (r *renderer) doneLocked(d *agent.DoneEvent) {
 	if d.Commit != "" {
 		fmt.Fprintf(r.w, "  committed %s\n", safeLine(d.Commit, 64))
 	}
+	if d.Tokens > 0 {
+		fmt.Fprintf(r.w, "  %s%d tokens, %s%s\n", r.s.dim, d.Tokens, costText(d.CostUSD, r.last), r.s.reset)
+	}
+}
+
+// costText is a task's cost as the user reads it: dollars when the
+// model's prices are known, else why there is no figure.
+func costText(usd float64, b *agent.BudgetEvent) string {
+	if b == nil || !b.CostKnown {
+		return "cost unknown (the model's prices are not in fluffy's table: set model_profile.price_in and price_out)"
+	}
+	return fmt.Sprintf("$%.4f", usd)
 }
 
 func (r *renderer) newlineLocked() {

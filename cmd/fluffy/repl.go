@@ -228,7 +228,7 @@ func (rp *repl) slash(line string) bool {
 		var st daemon.SessionStatus
 		if err = rp.s.call(ctx, daemon.MethodSessionBudget, daemon.SessionParams{}, &st); err == nil {
 			if b := st.Budget; b != nil {
-				fmt.Fprintf(rp.e.stdout, "  turns %d/%d, tokens %d/%d, cost $%.4f (limit $%.2f), time %s\n", b.Turns, b.MaxTurns, b.Tokens, b.MaxTokens, b.CostUSD, b.MaxCostUSD, fmtDuration(b.ElapsedMS))
+				fmt.Fprintf(rp.e.stdout, "  turns %d/%d, tokens %d/%d, cost %s (last turn $%.4f, limit $%.2f), time %s\n", b.Turns, b.MaxTurns, b.Tokens, b.MaxTokens, costText(b.CostUSD, b), b.TurnCostUSD, b.MaxCostUSD, fmtDuration(b.ElapsedMS))
 			} else {
 				fmt.Fprintln(rp.e.stdout, "  no task has run in this session yet")
 			}
