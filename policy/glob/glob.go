@@ -336,6 +336,39 @@ type Set struct {
 	include []*Pattern
 	exclude []*Pattern
 	raw     []string
+	// names holds the includes of the shape "name" or "name/" (a literal
+	// name at any depth), value true when only a directory of that name
+	// matches. They are answered by one lookup per path segment instead of
+	// a pass per pattern: long lists of file names (build and lock files)
+	// are the common case.
+	names map[string]bool
+	// exts holds the includes of the shape "*.ext" or "*.a.ext" (a
+	// suffix at any depth), by the name's last extension: one lookup per
+	// segment instead of a pass per pattern.
+	exts map[string][]suffixPat
+	scan []*Pattern // the includes names and exts do not hold
+}
+
+type suffixPat struct {
+	suffix  string // ".config.js"
+	dirOnly bool
+}
+
+// extKey is the last extension of a suffix pattern's suffix ("js" for
+// ".config.js"), or "" when the pattern is not of that shape.
+func extKey(p *Pattern) string {
+	if len(p.segs) != 2 || p.segs[0].kind != segDoubleStar || p.segs[1].kind != segStars {
+		return ""
+	}
+	parts := p.segs[1].parts
+	if len(parts) != 2 || parts[0] != "" || !strings.HasPrefix(parts[1], ".") {
+		return ""
+	}
+	ext := parts[1][strings.LastIndexByte(parts[1], '.')+1:]
+	if ext == "" {
+		return ""
+	}
+	return ext
 }
 
 // CompileSet compiles every pattern; the first bad one is returned as error.
@@ -346,13 +379,55 @@ func CompileSet(patterns []string) (*Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		if p.negate {
+		switch {
+		case p.negate:
 			s.exclude = append(s.exclude, p)
-		} else {
+		case len(p.segs) == 2 && p.segs[0].kind == segDoubleStar && p.segs[1].kind == segLiteral:
+			if s.names == nil {
+				s.names = map[string]bool{}
+			}
+			// "name" (file or directory) covers "name/" (directory only).
+			if dirOnly, seen := s.names[p.segs[1].text]; !seen || dirOnly {
+				s.names[p.segs[1].text] = p.dirOnly
+			}
+			s.include = append(s.include, p) // kept for MatchRoot and HasInclude
+		case extKey(p) != "":
+			if s.exts == nil {
+				s.exts = map[string][]suffixPat{}
+			}
+			k := extKey(p)
+			s.exts[k] = append(s.exts[k], suffixPat{suffix: p.segs[1].parts[1], dirOnly: p.dirOnly})
 			s.include = append(s.include, p)
+		default:
+			s.include = append(s.include, p)
+			s.scan = append(s.scan, p)
 		}
 	}
 	return s, nil
+}
+
+// byName is the part of Match for the patterns in names and exts.
+func (s *Set) byName(pth Path) bool {
+	last := len(pth.segs) - 1
+	for k, name := range pth.segs {
+		if dirOnly, ok := s.names[name]; ok && (k < last || !dirOnly || pth.isDir) {
+			return true
+		}
+		if s.exts == nil {
+			continue
+		}
+		dot := strings.LastIndexByte(name, '.')
+		if dot < 0 {
+			continue
+		}
+		for _, sp := range s.exts[name[dot+1:]] {
+			// "*" matches the empty string, so ".lock" matches "*.lock".
+			if strings.HasSuffix(name, sp.suffix) && (k < last || !sp.dirOnly || pth.isDir) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // MustCompileSet is CompileSet for patterns fixed in the source code.
@@ -376,12 +451,12 @@ func (s *Set) HasInclude() bool { return len(s.include) > 0 }
 
 // Match reports whether pth is matched: some include and no exclude.
 func (s *Set) Match(pth Path) bool {
-	hit := false
-	for _, p := range s.include {
-		if p.Match(pth) {
-			hit = true
+	hit := (s.names != nil || s.exts != nil) && len(pth.segs) > 0 && s.byName(pth)
+	for _, p := range s.scan {
+		if hit {
 			break
 		}
+		hit = p.Match(pth)
 	}
 	if !hit {
 		return false
