@@ -75,7 +75,7 @@ func configShow(e *env, args []string) error {
 	all := fs.Bool("all", false, "list every setting with its type and documentation")
 	project := fs.String("project", ".", "project directory")
 	asJSON := fs.Bool("json", false, "machine-readable output")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
 		return usageErr("config show", "unexpected arguments", "usage: fluffy config show [--all] [--json] [--project DIR]")
 	}
 	if *all {

@@ -42,7 +42,7 @@ func kernelRun(e *env, args []string) error {
 	project := fs.String("project", ".", "the project this kernel serves")
 	idle := fs.Duration("idle", 10*time.Minute, "exit after this long with no client and no running task (0: never)")
 	logFile := fs.String("log", "", "also append the kernel's log to this file (the bootstrap passes the project's kernel log)")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
 		return usageErr("kernel", "unexpected arguments", "usage: fluffy kernel [--project DIR] [--idle 10m] [--log FILE]")
 	}
 	if *logFile != "" {
@@ -187,7 +187,7 @@ func kernelClient(e *env, project string) (*ipc.Client, error) {
 func kernelStatus(e *env, args []string) error {
 	fs := newFlags("kernel status")
 	project := fs.String("project", ".", "project directory")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
 		return usageErr("kernel status", "unexpected arguments", "usage: fluffy kernel status [--project DIR]")
 	}
 	cl, err := kernelClient(e, *project)
@@ -214,7 +214,7 @@ func kernelStatus(e *env, args []string) error {
 func kernelStop(e *env, args []string) error {
 	fs := newFlags("kernel stop")
 	project := fs.String("project", ".", "project directory")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
 		return usageErr("kernel stop", "unexpected arguments", "usage: fluffy kernel stop [--project DIR]")
 	}
 	cl, err := kernelClient(e, *project)
