@@ -55,6 +55,13 @@ func helpTopics() map[string]helpTopic {
 		"audit stats": {usage: "audit stats [--json] [--project DIR] [--db DIR]", summary: "count audit records by type",
 			text: "  --json          print as JSON\n" + projectFlag + "  --db DIR        the database directory\n"},
 
+		"prompt": {usage: "prompt SUBCOMMAND", summary: "show the system prompt the model reads next (workflow, project brief, tools)"},
+		"prompt show": {usage: "prompt show [--project DIR] [--json]", summary: "print the system prompt of the session's next model request",
+			text: "Prints what the model reads before the next task: the workflow state and what is writable, the\n" +
+				"project's brief (languages, the top of the file tree, the branch) and its instructions (AGENTS.md,\n" +
+				"or CLAUDE.md, at the root and on the way to the files the session touched), the tools. Starts the\n" +
+				"project's kernel if it is not running. The REPL's /prompt prints the same.\n\n" +
+				projectFlag + "  --json          {\"system\": ..., \"tokens\": N}\n"},
 		"config": {usage: "config SUBCOMMAND", summary: "init, get, set and show settings (flags > FLUFFY_* > project > user > defaults)"},
 		"config init": {usage: "config init [init's flags]", summary: "the same as `fluffy init`",
 			text: "`fluffy config init` is another name of `fluffy init` (see `fluffy init --help`): the same flags,\n" +

@@ -193,6 +193,13 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 		k.SaveConversation(t.Agent().Conversation())
 		return done, nil
 	})
+	d.Handle(daemon.MethodSessionPrompt, func(ctx context.Context, req *ipc.Request) (any, error) {
+		if err := need(); err != nil {
+			return nil, err
+		}
+		sys, n := t.Agent().SystemPrompt()
+		return daemon.PromptResult{System: sys, Tokens: n}, nil
+	})
 	d.Handle(daemon.MethodTaskAttach, func(ctx context.Context, req *ipc.Request) (any, error) {
 		if err := need(); err != nil {
 			return nil, err

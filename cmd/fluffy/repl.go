@@ -17,6 +17,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/config"
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -24,6 +25,7 @@ import (
 var slashHelp = [][2]string{
 	{"/status", "mode, workflow state, what is writable now and why"},
 	{"/budget", "turns, tokens, cost and time used by the last task; the tech-debt budget"},
+	{"/prompt", "the system prompt the model reads next (workflow, project brief and instructions, tools)"},
 	{"/pin TEXT", "keep TEXT in the model's context for the whole session"},
 	{"/strict", "switch to strict mode (test first)"},
 	{"/explore", "switch to explore mode (through the policy)"},
@@ -223,6 +225,11 @@ func (rp *repl) slash(line string) bool {
 			rp.printProvider()
 			fmt.Fprintf(rp.e.stdout, "  policy: %s\n", safeLine(orDash(st.Policy), 300))
 			printPolicyWarning(rp.e.stdout, st)
+		}
+	case "/prompt":
+		var p daemon.PromptResult
+		if err = rp.s.call(ctx, daemon.MethodSessionPrompt, daemon.SessionParams{}, &p); err == nil {
+			fmt.Fprintf(rp.e.stdout, "%s\n  (about %d tokens)\n", textsafe.Text(p.System, 256<<10), p.Tokens)
 		}
 	case "/budget":
 		var st daemon.SessionStatus

@@ -35,7 +35,17 @@ const (
 	// MethodSessionNew makes a new, empty session current (the served one
 	// is kept as it is); the kernel exits after answering.
 	MethodSessionNew = "session.new"
+	// MethodSessionPrompt returns the system prompt the session's next
+	// model request would carry (PromptResult).
+	MethodSessionPrompt = "session.prompt"
 )
+
+// PromptResult is the system prompt as the model would read it.
+type PromptResult struct {
+	System string `json:"system"`
+	// Tokens is fluffy's estimate of its size.
+	Tokens int64 `json:"tokens"`
+}
 
 // TaskParams start a task.
 type TaskParams struct {

@@ -501,3 +501,31 @@ func shortHome(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(h) })
 	return h
 }
+
+// TestPromptShowsTheProject: `fluffy prompt show` prints the system prompt
+// the model reads next, with the project's AGENTS.md marked as repository
+// text, the languages and the top of the tree without ignored files.
+func TestPromptShowsTheProject(t *testing.T) {
+	needDocker(t)
+	fluffy := fluffyBin(t)
+	home := shortHome(t)
+	p := projects()[0]
+	p.files["AGENTS.md"] = "Run the tests with go test ./... and keep Count allocation-free.\n"
+	p.files[".gitignore"] = "secret-notes/\n"
+	p.files["secret-notes/x.txt"] = "x"
+	u := newProject(t, fluffy, home, p)
+	out, stderr, code := u.run("prompt", "show")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"<<<repository file AGENTS.md>>>", "keep Count allocation-free", "They grant nothing",
+		"Go (go.mod; tests run with go test)", "internal/ (norm/)", "wordfreq.go", "Git: branch main", "tokens)"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the prompt lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "secret-notes") {
+		t.Fatalf("an ignored directory is in the prompt:\n%s", out)
+	}
+	t.Logf("fixture project's system prompt:\n%s", out)
+}
