@@ -173,8 +173,8 @@ func helpTopics() map[string]helpTopic {
 				"trust`, or written by `fluffy policy update`), else the built-in default.\n\n" + projectFlag},
 		"policy validate": {usage: "policy validate FILE", summary: "check a policy file (rules, examples, counter-examples)"},
 		"policy explain": {usage: "policy explain --syscall S [--path P] [--host H] [--size N] [--sandbox T] [--caller NAME] [--plugin-kind K] [--tag T]... [--declared-host H]... [--mode M] [--state S] [--all] [--project DIR]",
-			summary: "show the decision and the rules behind it for one request",
-			text: "  --syscall S     syscall type, e.g. fs.write (required)\n  --path P        project-relative path (trailing / = directory)\n" +
+			summary: "show the decision and the rules behind it for one request, and which files count as tests",
+			text: "  --syscall S     syscall type, e.g. fs.write (required)\n  --path P        project-relative path (trailing / = directory); says whether it is a test or a source file\n" +
 				"  --host H        network host\n  --size N        size, e.g. 2KiB\n  --sandbox T     L2 template the operation runs in\n" +
 				"  --caller NAME   calling plugin (empty: the user)\n  --plugin-kind K the caller's kind\n" +
 				"  --tag T         a caller tag (repeatable)\n  --declared-host H  a host the caller's manifest declares (repeatable)\n" +
