@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -120,14 +121,39 @@ func pytestExitDisagrees(run testrun.Run, code int) string {
 	return fmt.Sprintf("pytest exited %d, which does not match its report (%s): the report is not trusted", code, run.Status)
 }
 
-// runNode runs `node --test` (confined) with the junit reporter.
+// nodeHomeEnv names the installation of the node on the user's PATH
+// when the kernel mounted it (nvm's, fnm's, a tarball's).
+const nodeHomeEnv = "FLUFFY_NODE_HOME"
+
+// runNode runs `node --test` (confined) with the junit reporter, with the
+// node on the user's PATH when the kernel mounted it, else the first on
+// the sandbox's; the summary says which.
 func (j *job) runNode(ctx context.Context, timeout time.Duration) testrun.Run {
+	node, env, which := "node", j.baseEnv(), ""
+	if h := os.Getenv(nodeHomeEnv); filepath.IsAbs(h) {
+		bin := filepath.Join(h, "bin")
+		if st, err := os.Stat(filepath.Join(bin, "node")); err == nil && st.Mode().IsRegular() {
+			node, which = filepath.Join(bin, "node"), " (the node on the user's PATH)"
+			env = setEnv(env, "PATH", bin+string(os.PathListSeparator)+getEnv(env, "PATH"))
+		}
+	}
+	if which == "" {
+		if p, err := exec.LookPath(node); err == nil {
+			node, which = p, " (the first on the sandbox's PATH)"
+		}
+	}
+	run := j.nodeWith(ctx, timeout, node, env)
+	run.Summary = strings.TrimSpace(run.Summary + "\nnode: " + node + which)
+	return run
+}
+
+func (j *job) nodeWith(ctx context.Context, timeout time.Duration, node string, env []string) testrun.Run {
 	confined := filepath.Join(j.scratch, "run")
 	if err := os.MkdirAll(confined, 0o755); err != nil {
 		return testrun.Run{Status: testrun.RunnerError, Summary: "scratch directory: " + err.Error()}
 	}
 	report := filepath.Join(confined, "junit.xml")
-	argv := append(landlock.Command(j.self, confined), "node", "--test", "--test-reporter=junit", "--test-reporter-destination="+report,
+	argv := append(landlock.Command(j.self, confined), node, "--test", "--test-reporter=junit", "--test-reporter-destination="+report,
 		"--test-reporter=spec", "--test-reporter-destination=stdout")
 	lcov := filepath.Join(confined, "lcov.info")
 	if j.args.Coverage {
@@ -137,7 +163,8 @@ func (j *job) runNode(ctx context.Context, timeout time.Duration) testrun.Run {
 		argv = append(argv, j.target)
 	}
 	stdout := &capBuffer{max: maxLogBytes}
-	res := j.execute(ctx, command{argv: argv, dir: j.ws, env: j.baseEnv(), timeout: timeout}, stdout)
+	mark := j.log.buf.Len()
+	res := j.execute(ctx, command{argv: argv, dir: j.ws, env: env, timeout: timeout}, stdout)
 	j.log.Write(res.stdout)
 	run := testrun.Run{Command: argv[3:]}
 	if res.timedOut {
@@ -149,8 +176,12 @@ func (j *job) runNode(ctx context.Context, timeout time.Duration) testrun.Run {
 	}
 	data, err := os.ReadFile(report)
 	if err != nil {
+		words := textsafe.Text(j.runnerWords(mark), 1024)
+		if res.err != nil {
+			words = strings.TrimSpace(words + " " + textsafe.Text(res.err.Error(), 512))
+		}
 		run.Status = testrun.RunnerError
-		run.Summary = fmt.Sprintf("node --test wrote no report (exit code %d): %s", res.exitCode, clip(strings.TrimSpace(lastLines(res.stdout, 10)), 1024))
+		run.Summary = fmt.Sprintf("node --test did not run (exit code %d, no report): %s", res.exitCode, words)
 		return run
 	}
 	parseJUnit(&run, data, j.ws, false)

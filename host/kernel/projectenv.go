@@ -69,7 +69,7 @@ func venvToolchains(project, home, userHome, hostRoot string, have []sandbox.Too
 				continue
 			}
 			seen[prefix] = true
-			if why := refuseVenvMount(prefix, project, home, userHome, have); why != "" {
+			if why := refuseMount(prefix, project, home, userHome, have); why != "" {
 				log.Debug("project virtualenv's interpreter not mounted", "venv", vdir, "path", prefix, "reason", why)
 				continue
 			}
@@ -161,8 +161,8 @@ func pythonPrefix(exe, project, hostRoot string) (string, bool) {
 	return prefix, true
 }
 
-// refuseVenvMount says why prefix must not be mounted, "" when it may.
-func refuseVenvMount(prefix, project, home, userHome string, have []sandbox.Toolchain) string {
+// refuseMount says why prefix must not be mounted, "" when it may.
+func refuseMount(prefix, project, home, userHome string, have []sandbox.Toolchain) string {
 	if err := sandbox.CheckToolchainPath(prefix); err != nil {
 		return err.Error()
 	}
@@ -180,4 +180,54 @@ func refuseVenvMount(prefix, project, home, userHome string, have []sandbox.Tool
 		return "is the user's home or a directory above it"
 	}
 	return ""
+}
+
+// EnvUserNode names, inside the sandbox, the installation of the node the
+// user's PATH finds (tool-test runs that node, not the first on the
+// sandbox's PATH).
+const EnvUserNode = "FLUFFY_NODE_HOME"
+
+// nodeToolchain is the installation of the first node on pathList (the
+// kernel's PATH: nvm's, fnm's, a tarball's), mounted read-only like a
+// policy toolchain when it is a node installation (bin/node plus
+// lib/node_modules or include/node) that refuseMount allows; inside a
+// mounted toolchain (/usr) it is in the sandbox already.
+func nodeToolchain(pathList, project, home, userHome, hostRoot string, have []sandbox.Toolchain, log hclog.Logger) (sandbox.Toolchain, bool) {
+	if abs, err := filepath.Abs(project); err == nil && project != "" {
+		project = abs
+	}
+	for _, dir := range filepath.SplitList(pathList) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		exe := filepath.Join(dir, "node")
+		if fi, err := os.Stat(localPath(exe, project, hostRoot)); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			continue
+		}
+		real, ok := followLinks(exe, project, hostRoot)
+		if !ok || filepath.Base(filepath.Dir(real)) != "bin" {
+			return sandbox.Toolchain{}, false
+		}
+		prefix := filepath.Dir(filepath.Dir(real))
+		marker := false
+		for _, m := range []string{"lib/node_modules", "include/node"} {
+			if fi, err := os.Stat(filepath.Join(localPath(prefix, project, hostRoot), m)); err == nil && fi.IsDir() {
+				marker = true
+			}
+		}
+		if !marker {
+			log.Debug("the node on PATH is not in a node installation; not mounted", "node", real)
+			return sandbox.Toolchain{}, false
+		}
+		tc := sandbox.Toolchain{Path: prefix, Env: EnvUserNode}
+		if hostRoot != "" && hostRoot != "/" {
+			tc.Local = filepath.Join(hostRoot, prefix)
+		}
+		if why := refuseMount(prefix, project, home, userHome, have); why != "" {
+			log.Debug("the node on PATH is not mounted", "path", prefix, "reason", why)
+			return sandbox.Toolchain{}, false
+		}
+		return tc, true
+	}
+	return sandbox.Toolchain{}, false
 }

@@ -95,3 +95,57 @@ func TestVenvToolchains(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeToolchain: the node the kernel's PATH finds is mounted when it
+// is a node installation outside the mounted toolchains, the project and
+// the home directories.
+func TestNodeToolchain(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "fluffy-node-tc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	mk := func(prefix string, installed bool) string {
+		if err := os.MkdirAll(filepath.Join(prefix, "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(prefix, "bin", "node"), []byte("#!/bin/false\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if installed {
+			if err := os.MkdirAll(filepath.Join(prefix, "lib", "node_modules"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return filepath.Join(prefix, "bin")
+	}
+	nvm := mk(filepath.Join(base, "nvm", "versions", "node", "v22.1.0"), true)
+	stray := mk(filepath.Join(base, "stray"), false)
+	// fnm-style: PATH holds a directory of links to the installation.
+	shim := filepath.Join(base, "shim")
+	if err := os.MkdirAll(shim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(nvm, "node"), filepath.Join(shim, "node")); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, path string
+		have       []sandbox.Toolchain
+		want       string
+	}{
+		{"nvm's node first on PATH", nvm + ":/usr/bin", nil, filepath.Dir(nvm)},
+		{"through a link", shim + ":/usr/bin", nil, filepath.Dir(nvm)},
+		{"not an installation", stray + ":" + nvm, nil, ""},
+		{"inside a mounted toolchain", nvm, []sandbox.Toolchain{{Path: base}}, ""},
+		{"no node", filepath.Join(base, "none"), nil, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tc, ok := nodeToolchain(c.path, filepath.Join(base, "project"), filepath.Join(base, "fluffy-home"), "", "", c.have, hclog.NewNullLogger())
+			if got := map[bool]string{true: tc.Path}[ok]; got != c.want || ok && tc.Env != EnvUserNode {
+				t.Fatalf("mounted %q (%+v), want %q", got, tc, c.want)
+			}
+		})
+	}
+}

@@ -65,7 +65,11 @@ func toolchains(pol *policy.Policy, home, project, hostRoot string, log hclog.Lo
 			}
 		}
 	}
-	return append(tcs, venvToolchains(project, home, userHome, hostRoot, tcs, log)...), nil
+	tcs = append(tcs, venvToolchains(project, home, userHome, hostRoot, tcs, log)...)
+	if node, ok := nodeToolchain(os.Getenv("PATH"), project, home, userHome, hostRoot, tcs, log); ok {
+		tcs = append(tcs, node)
+	}
+	return tcs, nil
 }
 
 func overlaps(a, b string) bool {
