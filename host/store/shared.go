@@ -64,6 +64,7 @@ func NewShared(o SharedOptions) *Shared {
 	if o.Linger == 0 {
 		o.Linger = DefaultSharedLinger
 	}
+	o.OpenOften = true
 	return &Shared{o: o}
 }
 

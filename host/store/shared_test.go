@@ -248,3 +248,69 @@ func TestSharedConcurrentUse(t *testing.T) {
 	_, stop := holdIn(t, dir)
 	stop()
 }
+
+// BenchmarkSharedUpdate is the cost of one registry-sized write when every
+// operation opens and closes the database (Linger < 0, as when operations
+// are further apart than the linger) and when a burst shares one open.
+func BenchmarkSharedUpdate(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		linger time.Duration
+	}{{"open-per-op", -1}, {"lingering", time.Second}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := NewShared(SharedOptions{Options: Options{Dir: filepath.Join(b.TempDir(), "db")}, Linger: bc.linger})
+			defer s.Close()
+			for i := 0; b.Loop(); i++ {
+				if err := s.Update(func(txn *badger.Txn) error { return appendLike(txn, i) }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// appendLike writes what an audit append writes: a new record key and the
+// head mark every write rewrites.
+func appendLike(txn *badger.Txn, i int) error {
+	if err := txn.Set([]byte("t/head"), []byte(fmt.Sprint(i))); err != nil {
+		return err
+	}
+	return txn.Set(sharedKey(0, i), []byte("v"))
+}
+
+// TestSharedKeepsTablesFew: a database opened and closed for every write
+// does not pile up one level-0 table per close (without compaction at
+// close it had one table per operation, and every open checks them all).
+func TestSharedKeepsTablesFew(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	s := NewShared(SharedOptions{Options: Options{Dir: dir}, Linger: -1})
+	const ops = 20
+	for i := range ops {
+		if err := s.Update(func(txn *badger.Txn) error { return appendLike(txn, i) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Open() {
+		t.Fatal("open after the last use with Linger < 0")
+	}
+	if n := len(files(t, dir, "sst")); n > 3 {
+		t.Fatalf("%d tables after %d open-write-close rounds", n, ops)
+	}
+	db, err := Open(context.Background(), Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	n := 0
+	_ = db.Badger().View(func(txn *badger.Txn) error {
+		for i := range ops {
+			if _, err := txn.Get(sharedKey(0, i)); err == nil {
+				n++
+			}
+		}
+		return nil
+	})
+	if n != ops {
+		t.Fatalf("%d of %d keys", n, ops)
+	}
+}

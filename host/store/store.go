@@ -62,6 +62,10 @@ type Options struct {
 	Holder Holder
 	// Label names the database in errors ("project database" when empty).
 	Label string
+	// OpenOften tunes badger for a database opened and closed for every
+	// operation (Shared): level 0 is compacted at close, so tables do not
+	// pile up between opens that are too short for background compaction.
+	OpenOften bool
 }
 
 // Recovery describes what Open did to a damaged database.
@@ -137,6 +141,9 @@ func badgerOptions(o Options) badger.Options {
 		WithNumVersionsToKeep(1).
 		WithReadOnly(o.ReadOnly).
 		WithMetricsEnabled(false)
+	if o.OpenOften {
+		bo = bo.WithCompactL0OnClose(true)
+	}
 	if o.MemTableSize > 0 {
 		bo = bo.WithMemTableSize(o.MemTableSize).WithBaseTableSize(o.MemTableSize / 2).WithValueLogFileSize(o.MemTableSize * 4)
 	}
