@@ -298,15 +298,6 @@ func (r *Rules) precompute() {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
 // writable reports whether some path can be written at p.
 func writable(p Position) bool {
 	switch p.State {
