@@ -281,6 +281,10 @@ func (r *Router) run(ctx context.Context, cs *callState) {
 		cs.fail(StageOutput, ue, false)
 		return
 	}
+	if ue := r.judgeChanges(ctx, cs, pr.Changes); ue != nil {
+		cs.fail(StageOutput, ue, false)
+		return
+	}
 	if cs.sess.Ingester != nil && len(pr.Changes) > 0 {
 		if err := cs.sess.Ingester.Ingest(ctx, Output{Plugin: t.Plugin, Tool: c.Tool, CallID: c.ID, Dir: d.OutDir, Changes: pr.Changes}); err != nil {
 			ue, ok := uerr.As(err)
