@@ -203,7 +203,7 @@ func usage(w io.Writer, cmds []command) {
 	fmt.Fprintln(w, "fluffy — a zero-trust, vendor-agnostic AI programming CLI")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: fluffy                          the interactive shell (REPL; /help inside)")
-	fmt.Fprintln(w, `       fluffy [flags] "task"           one task, then exit: 0 done, 1 failed, 2 usage, 3 stopped, 4 rejected`)
+	fmt.Fprintln(w, `       fluffy [flags] "task"           one task, then exit: 0 done or answered, 1 failed, 2 usage, 3 stopped, 4 rejected`)
 	fmt.Fprintln(w, "       fluffy <command> [arguments]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Task flags: --mode strict|explore|debug  --provider openai|anthropic|ollama|replay  --model NAME")

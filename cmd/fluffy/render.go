@@ -222,6 +222,8 @@ func (r *renderer) doneLocked(d *agent.DoneEvent) {
 	color := r.s.green
 	word := "Done."
 	switch d.Status {
+	case agent.StatusAnswered:
+		word = "Answered:"
 	case agent.StatusStopped:
 		color, word = r.s.yellow, "Stopped:"
 	case agent.StatusRejected:

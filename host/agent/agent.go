@@ -25,6 +25,9 @@ const DefaultMaxTurns = 50
 // ends a turn without a tool call mid-workflow, before the task stops.
 const maxNudges = 2
 
+// answeredReason is the done reason of a task the model answered.
+const answeredReason = "nothing changed."
+
 // Options configure a session's agent.
 type Options struct {
 	Session   string
@@ -133,10 +136,13 @@ type taskRun struct {
 	nudges    int
 	lastState string
 	lastMode  string
-	changes   map[string]bool
-	files     []string
-	fut       *futility
-	lastText  string
+	// firstState and firstMode: where the workflow was once the task
+	// started.
+	firstState, firstMode string
+	changes               map[string]bool
+	files                 []string
+	fut                   *futility
+	lastText              string
 	// newChange: the current turn proposed a file change (the same call
 	// with the same result is caught by the repeat detector instead).
 	newChange bool
@@ -165,6 +171,7 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 	}
 	st := a.o.Workflow.Status()
 	t.lastState, t.lastMode = st.State, st.Mode
+	t.firstState, t.firstMode = st.State, st.Mode
 	a.h.msgs = append(a.h.msgs, provider.Message{Role: provider.RoleUser, Content: task})
 	retriedContext := false
 	for {
@@ -233,6 +240,9 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 			if st.State == "idle" || st.State == "" {
 				return DoneEvent{Status: StatusDone, Summary: clipRunes(t.lastText, 1000)}
 			}
+			if a.answered(t, st) {
+				return DoneEvent{Status: StatusAnswered, Reason: answeredReason, Summary: clipRunes(t.lastText, 1000)}
+			}
 			if t.nudges >= maxNudges {
 				return DoneEvent{Status: StatusStopped, Reason: fmt.Sprintf("the model stopped working while the workflow is in %s; nothing was merged", st.State), Summary: clipRunes(t.lastText, 1000)}
 			}
@@ -264,6 +274,16 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 		}
 		a.budget(t, 0)
 	}
+}
+
+// answered reports whether a turn that ended in text, without a tool
+// call, is the task's answer: nothing was proposed to change (no file in
+// this task's results or the session's changeset) and the workflow is
+// where the task found it (no plan submitted). A model that stops with a
+// plan or changes still in flight is nudged instead.
+func (a *Agent) answered(t *taskRun, st Status) bool {
+	return strings.TrimSpace(t.lastText) != "" && len(t.changes) == 0 && st.Changed == 0 &&
+		st.State == t.firstState && st.Mode == t.firstMode
 }
 
 // maybeFinish asks the Finisher whether the workflow reached review and

@@ -175,13 +175,15 @@ func (m *memTools) Call(ctx context.Context, id, name string, args json.RawMessa
 type memWorkflow struct {
 	mu    sync.Mutex
 	state string
+	// changed: files already in the session's changeset.
+	changed int
 }
 
 func (w *memWorkflow) set(s string) { w.mu.Lock(); w.state = s; w.mu.Unlock() }
 func (w *memWorkflow) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return Status{State: w.state, Mode: "strict", Writable: "test files only"}
+	return Status{State: w.state, Mode: "strict", Writable: "test files only", Changed: w.changed}
 }
 func (w *memWorkflow) Start(context.Context, string) error {
 	w.mu.Lock()

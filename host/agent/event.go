@@ -34,6 +34,7 @@ const (
 // Done statuses and the one-shot exit codes they map to.
 const (
 	StatusDone      = "done"      // exit 0
+	StatusAnswered  = "answered"  // exit 0: the model answered; nothing changed
 	StatusFailed    = "failed"    // exit 1
 	StatusStopped   = "stopped"   // exit 3: a limit (turns, tokens, cost, time, futility)
 	StatusRejected  = "rejected"  // exit 4: the user rejected the change in review
@@ -43,7 +44,7 @@ const (
 // ExitCode maps a done status to fluffy's one-shot exit code.
 func ExitCode(status string) int {
 	switch status {
-	case StatusDone:
+	case StatusDone, StatusAnswered:
 		return 0
 	case StatusStopped:
 		return 3

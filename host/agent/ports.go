@@ -63,6 +63,9 @@ type Status struct {
 	Mode      string
 	Writable  string
 	Available []string
+	// Changed is how many files the session's changeset holds (changes
+	// proposed and not merged), earlier tasks' included.
+	Changed int
 }
 
 // Workflow is the session's workflow machine as the loop sees it.

@@ -73,7 +73,7 @@ type workflow struct{ t *Tasks }
 
 func (w workflow) Status() agent.Status {
 	st := w.t.m.Status()
-	return agent.Status{State: string(st.State), Mode: string(st.Mode), Writable: st.Writable, Available: st.Available}
+	return agent.Status{State: string(st.State), Mode: string(st.Mode), Writable: st.Writable, Available: st.Available, Changed: len(w.t.k.Session.Changes())}
 }
 
 func (w workflow) Start(ctx context.Context, task string) error {
