@@ -14,6 +14,12 @@
 // runs at once, no ingester means proposed changes stay in the call's output
 // directory.
 //
+// Before lookup it repairs what models get wrong in a call (host/toolcall:
+// a tool name spelled another way that means exactly one tool, arguments
+// wrapped in a JSON string or a markdown fence) and audits the repair. A
+// tool that declares write paths may propose changes only to the paths
+// judged for the call.
+//
 // It owns: argument validation against the tool's manifest schema, the
 // policy requests a call makes (one per declared path argument, plus one for
 // the tool itself), the kernel's output size limit, redaction of outputs
