@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // TestKernelsOfManyProjectsShareOneHome: kernels of three projects open
@@ -140,4 +142,25 @@ func TestHomeDatabaseIsNotHeldByARunningKernel(t *testing.T) {
 		t.Fatalf("open the home database while a kernel runs: %v", err)
 	}
 	_ = db.Close()
+}
+
+// TestProjectDatabaseLockNamesTheKernel: the project database a kernel
+// holds is reported, to whoever else opens it, as held by that kernel of
+// that project, with the command that stops it.
+func TestProjectDatabaseLockNamesTheKernel(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	openNone(t, home, ws, nil)
+	_, err := store.Open(context.Background(), store.Options{Dir: store.DefaultDir(ws)})
+	ue, ok := uerr.As(err)
+	if !ok || ue.Code != store.CodeLocked {
+		t.Fatalf("open while the kernel runs: %v", err)
+	}
+	for _, want := range []string{fmt.Sprintf("fluffy kernel (pid %d, project %s)", os.Getpid(), ws)} {
+		if !strings.Contains(ue.Why, want) {
+			t.Errorf("why %q lacks %q", ue.Why, want)
+		}
+	}
+	if want := "`fluffy kernel stop --project " + ws + "`"; !strings.Contains(ue.Fix, want) {
+		t.Errorf("fix %q lacks %q", ue.Fix, want)
+	}
 }

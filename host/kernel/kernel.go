@@ -227,7 +227,10 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		k.Close()
 		return nil, err
 	}
-	if k.ProjectDB, err = store.Open(ctx, store.Options{Dir: store.DefaultDir(o.Workspace), Logger: o.Logger}); err != nil {
+	// Held for the kernel's life (one kernel per project); the holder
+	// record lets whoever finds it locked name this kernel.
+	if k.ProjectDB, err = store.Open(ctx, store.Options{Dir: store.DefaultDir(o.Workspace), Logger: o.Logger,
+		Holder: store.Holder{Project: o.Workspace, Command: "fluffy kernel"}}); err != nil {
 		k.Close()
 		return nil, err
 	}

@@ -134,7 +134,11 @@ func (h Holder) describe() string {
 // lockedErr is the STORE_LOCKED error for dir, naming its holder and how to
 // get it released.
 func lockedErr(dir, label string, cause error, waited time.Duration) error {
-	what := fmt.Sprintf("the %s is in use: %s", label, dir)
+	shown := dir
+	if abs, err := filepath.Abs(dir); err == nil {
+		shown = abs
+	}
+	what := fmt.Sprintf("the %s is in use: %s", label, textsafe.Line(shown, 1024))
 	why := "another process holds its lock"
 	fix := "wait for the other process to finish, or stop it"
 	h, herr := ReadHolder(dir)
