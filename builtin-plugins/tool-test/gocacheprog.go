@@ -376,14 +376,7 @@ func (c layeredCache) trim(now time.Time) {
 func (c layeredCache) copyUp(id, out []byte, size int64, t time.Time, file string) (string, error) {
 	dst := cacheFile(c.upper, out, "d")
 	if fi, err := os.Stat(dst); err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", err
-		}
-		if int64(len(b)) != size {
-			return "", errors.New("lower output changed size")
-		}
-		if err := writeAtomic(dst, b); err != nil {
+		if err := copyAtomic(dst, file, size); err != nil {
 			return "", err
 		}
 	}
@@ -392,4 +385,39 @@ func (c layeredCache) copyUp(id, out []byte, size int64, t time.Time, file strin
 		return "", err
 	}
 	return dst, nil
+}
+
+// copyAtomic copies src (size bytes) to dst by rename, in the kernel
+// where it can (io.Copy between files is copy_file_range on Linux).
+func copyAtomic(dst, src string, size int64) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	n, werr := io.Copy(tmp, in)
+	if werr == nil && n != size {
+		werr = errors.New("lower output changed size")
+	}
+	if werr == nil {
+		werr = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), dst)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("cache copy %s: %w", dst, werr)
+	}
+	return nil
 }
