@@ -1,3 +1,8 @@
+//go:build !race
+
+// The file-tool scenarios run whole tasks in real containers with the
+// task tests' helpers, which the race pass leaves out.
+
 package kernel_test
 
 import (

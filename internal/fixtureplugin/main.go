@@ -26,7 +26,13 @@ func main() {
 	}
 	_ = os.WriteFile("started-"+name, []byte(time.Now().String()), 0o644)
 	sick := &atomic.Bool{}
-	ts := toolSet("fixture", sick)
+	// A copy named fixture-X is plugin fixture-X, so one kernel can run
+	// two of them side by side.
+	pluginName := "fixture"
+	if strings.HasPrefix(name, "fixture-") {
+		pluginName = name
+	}
+	ts := toolSet(pluginName, sick)
 	switch name {
 	case "v1only":
 		ts.APIVersions = []int{1}
