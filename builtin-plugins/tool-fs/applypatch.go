@@ -66,9 +66,13 @@ func fsApplyPatch(_ context.Context, tc *pluginsdk.ToolContext, raw json.RawMess
 			content, normalized, err := patch.ApplyHunks(cur.rel, cur.old, fp.Hunks)
 			if err != nil {
 				var he *patch.HunkError
+				var ae *patch.AmbiguousError
 				fix := "fs.read the file again and copy the hunk's context and removed lines exactly"
-				if errors.As(err, &he) && he.Near > 0 {
+				switch {
+				case errors.As(err, &he) && he.Near > 0:
 					fix = fmt.Sprintf("the file's line %d reads %q; fs.read around it and copy the context exactly", he.Near, strings.TrimSpace(he.NearText))
+				case errors.As(err, &ae):
+					fix = "add context lines that occur only at the place you mean, or an '@@ LINE' anchor naming a line before it (e.g. the function's header)"
 				}
 				return nil, uerr.Wrap(err, CodePatchConflict, fmt.Sprintf("the patch does not apply to %s; nothing was changed", cur.rel), err.Error(), fix)
 			}

@@ -253,6 +253,7 @@ func TestApplyPatch(t *testing.T) {
 		"old.go":    "package a\n\n// Old is moved.\nfunc Old() {}\n",
 		"gone.go":   "package a\n",
 		"noeol.txt": "x\ny",
+		"dup.txt":   "a\nb\na\n",
 	}
 	env := plugintest.NewEnv(t, files)
 	c := plugintest.InProcessTool(t, newToolSet(hclog.NewNullLogger()), 2, env)
@@ -328,6 +329,7 @@ index 1111111..2222222 100644
 			{"b.go", "package a\n\nfunc B() int {\n\treturn 3\n}\n", false}}},
 		{"context-mismatch-none-applied", "*** Begin Patch\n*** Update File: a.go\n@@\n-\treturn 1\n+\treturn 9\n*** Update File: b.go\n@@\n-\treturn 99\n+\treturn 9\n*** End Patch\n",
 			CodePatchConflict, "closest line is 4", nil},
+		{"ambiguous-hunk-refused", "*** Begin Patch\n*** Update File: dup.txt\n@@\n-a\n+c\n*** End Patch\n", CodePatchConflict, "fits at line 1 and at line 3", nil},
 		{"add-existing", "*** Begin Patch\n*** Add File: a.go\n+x\n*** End Patch", CodePatchConflict, "", nil},
 		{"update-missing", "*** Begin Patch\n*** Update File: zz.go\n@@\n-a\n+b\n*** End Patch", CodePatchConflict, "", nil},
 		{"no-end", "*** Begin Patch\n*** Update File: a.go\n@@\n-\treturn 1\n+\treturn 2\n", CodePatchInvalid, "End Patch", nil},

@@ -376,11 +376,25 @@ func (e *HunkError) Error() string {
 	return s
 }
 
+// AmbiguousError is a hunk whose lines fit more than one place and that
+// gives no line number or anchor to choose by.
+type AmbiguousError struct {
+	Path  string
+	Hunk  int   // 1-based
+	At    int   // the hunk's line in the patch
+	Lines []int // the first two places, 1-based
+}
+
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("%s: hunk %d (patch line %d) fits at line %d and at line %d", e.Path, e.Hunk, e.At, e.Lines[0], e.Lines[1])
+}
+
 // ApplyHunks applies an OpUpdate's hunks to old. Each hunk's old lines
 // (context and removed) must appear in order after the previous hunk:
 // exactly, or else with trailing whitespace ignored (normalized reports
-// that). Among several places, the one nearest OldStart (or the first)
-// wins; an Anchor line moves the search past it.
+// that). Among several places the one nearest OldStart wins; an Anchor
+// line moves the search past it; with neither, several places are an
+// *AmbiguousError.
 func ApplyHunks(path string, old []byte, hunks []Hunk) (out []byte, normalized bool, err error) {
 	s := string(old)
 	eol := strings.HasSuffix(s, "\n") || s == ""
@@ -422,11 +436,20 @@ func ApplyHunks(path string, old []byte, hunks []Hunk) (out []byte, normalized b
 				at = min(max(h.OldStart, from), len(src)) // @@ -N,0: after line N
 			}
 		} else {
+			loose := false
 			at = findSeq(src, want, from, h.OldStart, h.EndOfFile, false)
 			if at < 0 {
+				loose = true
 				at = findSeq(src, want, from, h.OldStart, h.EndOfFile, true)
 				if at >= 0 {
 					normalized = true
+				}
+			}
+			// Without a line number or an anchor to choose, a hunk that
+			// fits two places is refused, not applied to the first.
+			if at >= 0 && h.OldStart == 0 && h.Anchor == "" && !h.EndOfFile {
+				if again := findSeq(src, want, at+1, 0, false, loose); again >= 0 {
+					return nil, false, &AmbiguousError{Path: path, Hunk: hi + 1, At: h.At, Lines: []int{at + 1, again + 1}}
 				}
 			}
 		}

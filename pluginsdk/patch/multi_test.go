@@ -65,12 +65,18 @@ func TestApplyHunks(t *testing.T) {
 		want  string // "" = conflict
 		norm  bool
 	}{
-		{"first-match", []Hunk{h("", 0, "-\tx := 1", "+\tx := 2")}, strings.Replace(src, "x := 1", "x := 2", 1), false},
+		{"with-context", []Hunk{h("", 0, " func A() {", "-\tx := 1", "+\tx := 2")}, strings.Replace(src, "x := 1", "x := 2", 1), false},
+		{"two-hunks-in-order", []Hunk{h("", 0, " func A() {", "-\tx := 1", "+\tx := 2"), h("", 0, " func B() {", "-\tx := 1", "+\tx := 3")},
+			"package a\n\nfunc A() {\n\tx := 2\n}\n\nfunc B() {\n\tx := 3\n}\n", false},
 		{"anchor-picks-B", []Hunk{h("func B() {", 0, "-\tx := 1", "+\tx := 2")}, "package a\n\nfunc A() {\n\tx := 1\n}\n\nfunc B() {\n\tx := 2\n}\n", false},
 		{"line-number-breaks-tie", []Hunk{h("", 8, "-\tx := 1", "+\tx := 3")}, "package a\n\nfunc A() {\n\tx := 1\n}\n\nfunc B() {\n\tx := 3\n}\n", false},
 		{"trailing-space-normalised", []Hunk{h("", 0, " func A() {  ", "-\tx := 1", "+\tx := 4")}, strings.Replace(src, "x := 1", "x := 4", 1), true}, // the file keeps its own context text,
 		{"append-at-end", []Hunk{{EndOfFile: true, Lines: []Line{{'+', "// end"}}}}, src + "// end\n", false},
 		{"conflict", []Hunk{h("", 0, "-\ty := 1", "+\ty := 2")}, "", false},
+	}
+	var ae *AmbiguousError
+	if _, _, err := ApplyHunks("a.go", []byte(src), []Hunk{h("", 0, "-\tx := 1", "+\tx := 2")}); !errors.As(err, &ae) || fmt.Sprint(ae.Lines) != "[4 8]" {
+		t.Errorf("a hunk that fits lines 4 and 8 with nothing to choose by: %v", err)
 	}
 	for _, c := range cases {
 		got, norm, err := ApplyHunks("a.go", []byte(src), c.hunks)
