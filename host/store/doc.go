@@ -4,6 +4,12 @@
 // recovering from that damage (quarantine the files, salvage every readable
 // key into a fresh database, report what happened).
 //
+// Opening takes a lock file beside the directory (<dir>.lock) before
+// anything reads the files, and writes a holder record (HolderFile: pid,
+// host, project, command) that a STORE_LOCKED error of another process
+// names. Shared is a database that several processes use in turn, each
+// opening it per operation under a bounded wait (the home database).
+//
 // Several packages keep their data in this one database, each under its own
 // key prefix (see the Prefix constants): host/audit, host/state (sessions and
 // the workflow machine), host/registry. store never interprets their keys or
