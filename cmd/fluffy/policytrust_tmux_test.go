@@ -47,11 +47,12 @@ func TestREPLSaysAnUntrustedPolicyIsNotInForce(t *testing.T) {
 		return strings.Contains(sc, "policy: "+policy.DefaultName+" (mode enforce")
 	})
 	// A one-shot task says it too, on stderr, before the task runs (here
-	// it fails at once: the provider asked for is not installed).
+	// it fails at once: the provider asked for is not installed; it has a
+	// key, or the CLI would stop before asking the kernel anything).
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	one := exec.CommandContext(ctx, fluffy, "--l1", "none", "--provider", "openai", "say hi")
-	one.Dir, one.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_RUNTIME_ADAPTER="+adapter, "OPENAI_API_KEY=")
+	one.Dir, one.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_RUNTIME_ADAPTER="+adapter, "OPENAI_API_KEY=sk-test-not-a-real-key")
 	var stderr strings.Builder
 	one.Stderr = &stderr
 	_ = one.Run()
