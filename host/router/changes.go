@@ -19,7 +19,7 @@ const CodeChangeRefused = "TOOL_CHANGE_REFUSED"
 // judgeChanges puts every path a plugin reports as changed through the
 // one validation, whoever called the tool and whether or not a changeset
 // takes the changes: confinement to the project, never .git/ or .fluffy/,
-// and the policy's fs.write (fs.delete for a deletion) for this plugin.
+// and the policy's fs.write for this plugin.
 // Each judged path is a syscall record; any refusal refuses the call, so
 // no refused path is ever shown or taken as a proposal.
 func (r *Router) judgeChanges(ctx context.Context, cs *callState, changes []tool.FileChange) *uerr.Error {
@@ -42,11 +42,9 @@ func (r *Router) judgeChanges(ctx context.Context, cs *callState, changes []tool
 			refused = append(refused, fmt.Sprintf("%s (%s)", shown, uerr.From(err).What))
 			continue
 		}
+		// A deletion is judged as a write, as the changeset judges it.
 		req := base
 		req.Syscall, req.Path = "fs.write", rel
-		if ch.Delete {
-			req.Syscall = "fs.delete"
-		}
 		j := Judged{Request: req, Arg: "change"}
 		t0 := r.o.Now()
 		j.Result = r.o.Policy.Evaluate(ctx, req)

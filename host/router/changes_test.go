@@ -24,7 +24,8 @@ func TestReportedChangesAreJudgedWithoutAChangeset(t *testing.T) {
 		{".git/hooks/pre-commit", false, true},
 		{".fluffy/db/MANIFEST", false, true},
 		{"secret/key.pem", false, true}, // the demo policy allows writes under src/ and docs/ only
-		{"src/a.go", true, true},        // nothing allows fs.delete
+		{"secret/old.pem", true, true},  // a deletion is judged as a write
+		{"src/old.go", true, false},
 		{"src/a.go", false, false},
 		{"docs/x.md", false, false}, // review is the changeset's business
 	} {
