@@ -21,8 +21,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
+	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -307,6 +310,11 @@ func (b *bootstrap) startL1(ctx context.Context, exe, image string) error {
 		if b.e.getenv(v) != "" {
 			args = append(args, "-e", v) // by name: the value is not on the command line
 		}
+	}
+	// The host's Go build cache is the host's `go env GOCACHE`, which
+	// only the host can ask; the kernel in L1 checks it under /host.
+	if gc := kernel.HostGoCache(b.e.getenv, b.e.home, b.project, "", hclog.NewNullLogger()); gc.Path != "" {
+		args = append(args, "-e", kernel.EnvHostGoCache+"="+gc.Path)
 	}
 	args = append(args, image, exe, "kernel", "--project", b.project, "--log", b.paths.Log)
 	cmd := exec.CommandContext(ctx, b.cli, args...)
