@@ -209,6 +209,7 @@ func usage(w io.Writer, cmds []command) {
 	fmt.Fprintln(w, "Task flags: --mode strict|explore|debug  --provider openai|anthropic|ollama|replay  --model NAME")
 	fmt.Fprintln(w, "            --yes (no terminal: merge what meets the auto-merge criteria; never answers a review)  --json (events as JSON lines)")
 	fmt.Fprintln(w, "            --l1 docker|none (where the kernel runs)  --project DIR  --record FILE (write the model turns to a new cassette)")
+	fmt.Fprintln(w, "            --max-cost USD (stop the task once it cost this much; needs the model's prices)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
