@@ -313,9 +313,12 @@ func (b *bootstrap) startL1(ctx context.Context, exe, image string) error {
 	}
 	// The host's Go build cache is the host's `go env GOCACHE`, which
 	// only the host can ask; the kernel in L1 checks it under /host.
+	// "off" when the host has none (or the user turned it off).
+	hostGoCache := "off"
 	if gc := kernel.HostGoCache(b.e.getenv, b.e.home, b.project, "", hclog.NewNullLogger()); gc.Path != "" {
-		args = append(args, "-e", kernel.EnvHostGoCache+"="+gc.Path)
+		hostGoCache = gc.Path
 	}
+	args = append(args, "-e", kernel.EnvHostGoCache+"="+hostGoCache)
 	args = append(args, image, exe, "kernel", "--project", b.project, "--log", b.paths.Log)
 	cmd := exec.CommandContext(ctx, b.cli, args...)
 	cmd.Env = os.Environ()
