@@ -220,6 +220,15 @@ func runInit(e *env, args []string) error {
 			return nil
 		}
 	}
+	if !asking {
+		// Scripted, the guide's findings still come first: what fluffy
+		// sees and what the AI may write.
+		langs := detectProject(dir)
+		fmt.Fprintf(e.stdout, "project: %s\n", langLine(langs))
+		for _, l := range writesLines(e, dir, langs) {
+			fmt.Fprintf(e.stdout, "  %s\n", l)
+		}
+	}
 	if err := writeInit(path, *provider, *model, *cassette, *force); err != nil {
 		return err
 	}

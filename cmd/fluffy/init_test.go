@@ -187,6 +187,10 @@ func TestInitWithoutQuestions(t *testing.T) {
 				}
 				return
 			}
+			// Scripted too, init says what it found before it writes.
+			if !strings.Contains(out, "project: no go.mod") || !strings.Contains(out, ".env") {
+				t.Fatalf("init without questions did not report the project and the policy:\n%s", out)
+			}
 			k, v, _ := strings.Cut(tc.key, "=")
 			got, _, _ := c.run("config", "get", "--project", dir, k)
 			if strings.TrimSpace(got) != v {
