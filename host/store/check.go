@@ -27,28 +27,38 @@ func (c *corruption) Error() string { return c.err.Error() }
 // tables in background goroutines where a panic would kill the process.
 // Write-ahead logs (.mem) and value logs (.vlog) are not checked here: badger
 // truncates them at the first bad entry when it replays them.
-func check(dir string, bo badger.Options) *corruption {
+//
+// A file that cannot be read for an operating-system reason (permissions,
+// I/O error) is not evidence of damage: it is returned as the second
+// result, and the caller reports it without touching anything.
+func check(dir string, bo badger.Options) (*corruption, error) {
 	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
 	f, err := os.Open(filepath.Join(dir, "MANIFEST"))
 	if errors.Is(err, os.ErrNotExist) {
 		if len(ssts) > 0 {
-			return &corruption{files: []string{"MANIFEST"}, err: fmt.Errorf("MANIFEST is missing but %d table files exist", len(ssts))}
+			return &corruption{files: []string{"MANIFEST"}, err: fmt.Errorf("MANIFEST is missing but %d table files exist", len(ssts))}, nil
 		}
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil // permissions and the like: badger.Open reports them
+		return nil, err
 	}
 	m, _, err := replayManifest(f, bo)
 	f.Close()
 	if err != nil {
-		return &corruption{files: []string{"MANIFEST"}, err: fmt.Errorf("read MANIFEST: %w", err)}
+		if errnoOf(err) != 0 {
+			return nil, fmt.Errorf("read MANIFEST: %w", err)
+		}
+		return &corruption{files: []string{"MANIFEST"}, err: fmt.Errorf("read MANIFEST: %w", err)}, nil
 	}
 	var bad []string
 	var first error
 	for id, tm := range m.Tables {
 		name := table.NewFilename(id, dir)
 		if err := checkTable(name, tm.Compression, bo); err != nil {
+			if errnoOf(err) != 0 {
+				return nil, fmt.Errorf("table %s: %w", filepath.Base(name), err)
+			}
 			bad = append(bad, filepath.Base(name))
 			if first == nil {
 				first = fmt.Errorf("table %s: %w", filepath.Base(name), err)
@@ -56,10 +66,10 @@ func check(dir string, bo badger.Options) *corruption {
 		}
 	}
 	if len(bad) == 0 {
-		return nil
+		return nil, nil
 	}
 	sort.Strings(bad)
-	return &corruption{files: bad, err: first}
+	return &corruption{files: bad, err: first}, nil
 }
 
 func replayManifest(f *os.File, bo badger.Options) (m badger.Manifest, n int64, err error) {

@@ -12,6 +12,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/y"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -33,6 +34,11 @@ const (
 	CodeCorrupt = "STORE_CORRUPT" // the database files are damaged
 	CodeLocked  = "STORE_LOCKED"  // another process holds the database
 	CodeOpen    = "STORE_OPEN"    // the database could not be opened for another reason
+	// Causes in the operating system, never taken for damage.
+	CodePermission = "STORE_PERMISSION"   // EACCES/EPERM on a database file or directory
+	CodeIO         = "STORE_IO"           // EIO: the disk failed a read or write
+	CodeNoSpace    = "STORE_NO_SPACE"     // ENOSPC/EDQUOT
+	CodeReadOnlyFS = "STORE_READ_ONLY_FS" // EROFS: the file system is mounted read-only
 )
 
 // DefaultDir is the database directory inside a project.
@@ -167,7 +173,7 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 	}
 	if !o.ReadOnly {
 		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-			return nil, uerr.Wrap(err, CodeOpen, "cannot create database directory "+o.Dir, err.Error(), "check the permissions of the project's .fluffy directory")
+			return nil, classifyOpenError(o.Dir, o.Label, err)
 		}
 	}
 	lk, err := lockDir(o.Dir, o.ReadOnly)
@@ -186,7 +192,10 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 // open is Open once the lock file is held.
 func open(ctx context.Context, o Options) (*DB, error) {
 	bo := badgerOptions(o)
-	cerr := check(o.Dir, bo)
+	cerr, aerr := check(o.Dir, bo)
+	if aerr != nil {
+		return nil, classifyOpenError(o.Dir, o.Label, aerr)
+	}
 	if cerr == nil {
 		bdb, err := openBadger(bo)
 		if err == nil {
@@ -229,14 +238,66 @@ func openBadger(bo badger.Options) (db *badger.DB, err error) {
 	return badger.Open(bo)
 }
 
+// isCorruption reports whether a badger.Open error is positive evidence
+// of damage: a checksum or format error, or a panic while reading. An
+// operating-system error (permissions, I/O, disk full, read-only file
+// system) or a lock never is, and neither is an error not known to mean
+// damage: moving a database aside is for files proven bad.
 func isCorruption(err error) bool {
-	if err == nil {
+	var en syscall.Errno
+	if err == nil || isLockErr(err) || errnoOf(err) != 0 || errors.As(err, &en) {
 		return false
 	}
-	if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS) || isLockErr(err) {
-		return false
+	if errors.Is(err, y.ErrChecksumMismatch) || errors.Is(err, badger.ErrTruncateNeeded) {
+		return true
 	}
-	return true
+	s := strings.ToLower(err.Error())
+	for _, m := range damageMarks {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// damageMarks are the parts of badger's error texts that mean its files
+// are malformed (badger does not export most of these errors).
+var damageMarks = []string{
+	"checksum", "bad magic", "unsupported version", "corrupt", "panicked",
+	"truncate", "unexpected eof", "failed to decode",
+}
+
+// osCause maps an errno to the error code and advice for it.
+type osCause struct {
+	code, why, fix string
+}
+
+var osCauses = map[syscall.Errno]osCause{
+	syscall.EACCES: {CodePermission, "permission denied", "run fluffy as the user who owns the directory, or fix its permissions (ls -l); nothing was moved or changed"},
+	syscall.EPERM:  {CodePermission, "operation not permitted", "run fluffy as the user who owns the directory, or fix its permissions (ls -l); nothing was moved or changed"},
+	syscall.EIO:    {CodeIO, "the disk reported an I/O error", "check the disk (dmesg, smartctl) and copy .fluffy/db to healthy storage; fluffy does not move files it cannot read"},
+	syscall.ENOSPC: {CodeNoSpace, "no space left on the device", "free disk space (df -h) and retry"},
+	syscall.EDQUOT: {CodeNoSpace, "the disk quota is exceeded", "free space within your quota (quota -s) and retry"},
+	syscall.EROFS:  {CodeReadOnlyFS, "the file system is mounted read-only", "remount it read-write, or use a read-only command (fluffy audit log|verify|export|stats)"},
+}
+
+// errnoOf finds the operating-system cause of err: a wrapped errno, or,
+// for errors badger flattened into text, the errno's message.
+func errnoOf(err error) syscall.Errno {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		if _, ok := osCauses[en]; ok {
+			return en
+		}
+		return 0
+	}
+	s := err.Error()
+	for en := range osCauses {
+		if strings.Contains(s, en.Error()) {
+			return en
+		}
+	}
+	return 0
 }
 
 func isLockErr(err error) bool {
@@ -244,12 +305,19 @@ func isLockErr(err error) bool {
 	return errors.Is(err, errBusy) || strings.Contains(s, "Cannot acquire directory lock") || errors.Is(err, syscall.EWOULDBLOCK)
 }
 
+// classifyOpenError turns an error that is not damage into a structured
+// error naming its cause.
 func classifyOpenError(dir, label string, err error) error {
 	if label == "" {
 		label = "project database"
 	}
 	if isLockErr(err) {
 		return lockedErr(dir, label, err, 0)
+	}
+	if en := errnoOf(err); en != 0 {
+		c := osCauses[en]
+		return uerr.Wrap(err, c.code, "cannot open the "+label+" "+dir+": "+c.why, err.Error(), c.fix).
+			WithContext("errno=%s", en.Error())
 	}
 	return uerr.Wrap(err, CodeOpen, "cannot open the "+label+" "+dir, err.Error(),
 		"check free disk space and the permissions of the .fluffy directory")
