@@ -195,6 +195,10 @@ var anthropicCases = []struct {
 				t.Fatalf("text before the error %q", o.res.Text)
 			}
 		}},
+	{"an error object as a whole JSON body", pt.Script{Header: map[string]string{"Content-Type": "application/json"}, Chunks: []string{`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}},
+		func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeOverloaded, true, 0) }},
+	{"a JSON body that is not a message", pt.Script{Header: map[string]string{"Content-Type": "application/json"}, Chunks: []string{`{"models":[]}`}},
+		func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeStreamMalformed, false, 0) }},
 	{"truncated: no message_stop", pt.AnthropicStream(0, pt.AnthropicStart(25, 0, 0), pt.AnthropicTextStart(0), pt.AnthropicText(0, "Hel"), pt.AnthropicBlockStop(0), pt.AnthropicDelta("end_turn", 3)),
 		func(t *testing.T, o outcome) { wantErr(t, o, provider.CodeStreamIncomplete, true, 0) }},
 	{"truncated mid-event", pt.AnthropicStream(0, pt.AnthropicStart(25, 0, 0), "event: content_block_start\ndata: {\"type\":\"content_blo"),
