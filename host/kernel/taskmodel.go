@@ -40,6 +40,9 @@ func (t *Tasks) taskModel(provider, model string, cfg []byte, maxCost float64) (
 	}
 	p, notice := tab.Lookup(model, provider == "provider-replay" || loopback(c.BaseURL), t.o.ProfileOverride)
 	m := agent.TaskModel{Name: model, ContextWindow: p.ContextWindow, MaxOutput: int(p.MaxOutput), MaxCostUSD: maxCost}
+	if t.o.ContextWindow > 0 { // the kernel's own setting wins over the table
+		m.ContextWindow = t.o.ContextWindow
+	}
 	if p.Priced {
 		m.Cost = p.Cost
 	}
