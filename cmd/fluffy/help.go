@@ -96,7 +96,8 @@ func helpTopics() map[string]helpTopic {
 				"                  none: a plain process with your privileges (development only)\n" +
 				"  --start-timeout D  how long the plugin may take to become ready (default 10s)\n" +
 				"  --config JSON   Configure settings for a provider under test (the suite's base_url\n" +
-				"                  and api_key win), e.g. '{\"builtin_cassette\":\"conformance\"}' for provider-replay\n"},
+				"                  and api_key win; it also sends its probes' answers as cassette unless JSON\n" +
+				"                  has cassette or builtin_cassette), e.g. '{\"model\":\"m\"}'\n"},
 		"conformance stub-kernel": {usage: "conformance stub-kernel", summary: "internal: the throwaway kernel a conformance item kills", hidden: true},
 
 		"kernel": {usage: "kernel [run] [--project DIR] [--idle 10m] [--log FILE] | kernel SUBCOMMAND",
