@@ -271,7 +271,16 @@ func (t *Tasks) run(ctx context.Context, req TaskRequest) agent.DoneEvent {
 			return d
 		}
 	}
-	return t.ag.Run(ctx, req.Prompt)
+	before := t.m.Position().State
+	done := t.ag.Run(ctx, req.Prompt)
+	// An answered question changed nothing: the session goes back to idle
+	// so the next task starts afresh instead of mid-plan.
+	if done.Status == agent.StatusAnswered && before == state.Idle && t.m.Position().State == state.Planning {
+		if _, err := t.m.Cancel(ctx, "the task was answered; nothing changed"); err != nil {
+			t.log.Warn("the answered task's session did not return to idle", "error", err)
+		}
+	}
+	return done
 }
 
 // Cancel stops the running task: the provider stream and the running
