@@ -227,6 +227,7 @@ func usage(w io.Writer, cmds []command) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run `fluffy help COMMAND` (or `fluffy COMMAND --help`, `-h`) for a command's subcommands and flags.")
+	fmt.Fprintln(w, "Flags may come before or after a command's arguments; `--` ends the flags.")
 }
 
 // usageErr builds the structured error for bad arguments. what often
