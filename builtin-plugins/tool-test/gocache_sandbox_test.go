@@ -70,7 +70,10 @@ func TestHostGoCacheLayerInDockerSandbox(t *testing.T) {
 	// The host user's own run, with the settings test.run uses.
 	host := exec.Command("go", "test", "-count=1", "./...")
 	host.Dir = ws
-	host.Env = append(os.Environ(), "GOCACHE="+lower, "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOPROXY=off", "GOTOOLCHAIN=local", "GOENV=off")
+	// Only what test.run sets: a GOAMD64 or GOFLAGS of the caller's
+	// environment would change every action ID.
+	host.Env = []string{"PATH=" + sandboxPath(t), "HOME=" + t.TempDir(), "GOCACHE=" + lower, "CGO_ENABLED=0", "GOFLAGS=-mod=mod",
+		"GOPROXY=off", "GOTOOLCHAIN=local", "GOENV=off", "GOTELEMETRY=off"}
 	if out, err := host.CombinedOutput(); err == nil || !strings.Contains(string(out), "no entries") && !strings.Contains(string(out), "not visible") {
 		// On the host the path does not exist: the attack test fails
 		// there, which is expected; anything else is a broken fixture.
