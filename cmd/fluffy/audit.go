@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,12 +50,17 @@ func (a *auditFlags) dir() string {
 // an error rather than a silently created empty one.
 func openAudit(e *env, cmd string, a *auditFlags) (*audit.Log, error) {
 	dir := a.dir()
-	if _, err := os.Stat(dir); err != nil {
+	// Only a directory that is not there is "no database"; any other
+	// error (another user's 0700 directory) is reported by store.Open
+	// with its cause.
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil, uerr.New("AUDIT_NO_DATABASE", "no audit database at "+dir,
 			"fluffy has not run in this project yet, or the path is wrong",
 			"run `fluffy audit "+cmd+"` inside the project, or pass --project DIR or --db DIR")
 	}
-	return audit.Open(context.Background(), audit.Options{Dir: dir, Logger: e.log})
+	// Every audit verb only reads: the database is opened read-only, so
+	// it is never moved, recovered or written, whoever runs the command.
+	return audit.Open(context.Background(), audit.Options{Dir: dir, Logger: e.log, ReadOnly: true})
 }
 
 func parseTimeFlag(name, v string) (time.Time, error) {
@@ -188,7 +194,16 @@ func auditVerify(e *env, args []string) error {
 			scope = "all"
 		}
 		fmt.Fprintf(e.stdout, "checked %d records (%d..%d, %s), %d segment(s)\n", rep.Checked, rep.FromID, rep.ToID, scope, len(rep.Segments))
+		quarantined := map[uint64]bool{}
+		for _, q := range rep.Quarantines {
+			quarantined[q.ID] = true
+			fmt.Fprintf(e.stdout, "GAP before record %d: the database was found damaged and moved aside to %s (%s); records not salvaged (%s keys kept) are only there\n",
+				q.ID, textsafe.Line(q.MovedTo, 300), textsafe.Line(q.Reason, 300), textsafe.Line(q.SalvagedKeys, 20))
+		}
 		for _, id := range rep.RecordedBreaks {
+			if quarantined[id] {
+				continue
+			}
 			fmt.Fprintf(e.stdout, "earlier break recorded at record %d (see `fluffy audit log --type audit_chain_break`)\n", id)
 		}
 		for _, b := range rep.Breaks {

@@ -54,6 +54,22 @@ func TestDamagedDatabaseStillStarts(t *testing.T) {
 	if !rep.OK() || len(rep.Segments) != 2 || rep.Segments[1] != 61 || len(rep.RecordedBreaks) != 1 || rep.RecordedBreaks[0] != 61 {
 		t.Fatalf("Verify(all) = %+v, want a valid chain with a recorded break starting segment 61", rep)
 	}
+	// The move aside is shown by verify, tail and all: where the files
+	// went, and which were damaged.
+	for _, all := range []bool{false, true} {
+		rep, err := l.Verify(ctx, all)
+		must(t, err)
+		if len(rep.Quarantines) != 1 {
+			t.Fatalf("Verify(%v).Quarantines = %+v, want the one move", all, rep.Quarantines)
+		}
+		q := rep.Quarantines[0]
+		if q.ID != 61 || q.MovedTo != l.db.Recovery().Quarantine || q.BadFiles != filepath.Base(ssts[1]) || q.Reason == "" {
+			t.Fatalf("quarantine = %+v, want id 61, moved to %s, bad %s", q, l.db.Recovery().Quarantine, filepath.Base(ssts[1]))
+		}
+		if _, err := os.Stat(q.MovedTo); err != nil {
+			t.Fatalf("quarantine directory: %v", err)
+		}
+	}
 	if _, err := l.Append(ctx, Event{Type: EventKernelStart}); err != nil {
 		t.Fatalf("append to the new segment: %v", err)
 	}

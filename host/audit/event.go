@@ -63,12 +63,18 @@ const SummaryLimit = 500
 
 // Metadata keys the log itself sets.
 const (
-	MetaGenesis   = "genesis_ms"   // on the first record of a chain segment
-	MetaFirstBad  = "first_bad_id" // on audit_chain_break
-	MetaPath      = "path"         // conventional: the path a syscall touched
-	MetaFromID    = "from_id"      // on audit_archive_deleted
-	MetaToID      = "to_id"        // on audit_archive_deleted
-	metaReasonKey = "reason"
+	MetaGenesis  = "genesis_ms"   // on the first record of a chain segment
+	MetaFirstBad = "first_bad_id" // on audit_chain_break
+	// On an audit_chain_break written after the database was found damaged
+	// and moved aside: where it went, how many keys were salvaged into the
+	// fresh one, and the damaged files.
+	MetaStoreQuarantine = "store_quarantine"
+	MetaStoreSalvaged   = "store_salvaged_keys"
+	MetaStoreBadFiles   = "store_bad_files"
+	MetaPath            = "path"    // conventional: the path a syscall touched
+	MetaFromID          = "from_id" // on audit_archive_deleted
+	MetaToID            = "to_id"   // on audit_archive_deleted
+	metaReasonKey       = "reason"
 )
 
 // Event is what a caller records. The log assigns id, timestamp and hashes,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +50,11 @@ type Options struct {
 	TailVerify int
 	// Retention is applied by ApplyRetention.
 	Retention Retention
+	// ReadOnly opens the log for reading only (audit log, verify, export,
+	// stats): the database is opened read-only when Open opens it, a break
+	// found at Open is reported (StartupReport) but not recorded, and
+	// Append and ApplyRetention fail with AUDIT_READ_ONLY.
+	ReadOnly bool
 }
 
 // Log is the audit log. All methods are safe for concurrent use.
@@ -127,7 +133,7 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 		if o.Dir == "" {
 			return nil, uerr.New(store.CodeOpen, "no audit database given", "audit.Options has neither DB nor Dir", "pass the project database or its directory")
 		}
-		db, err := store.Open(ctx, store.Options{Dir: o.Dir, Logger: o.Logger, Now: o.Clock.Now})
+		db, err := store.Open(ctx, store.Options{Dir: o.Dir, Logger: o.Logger, Now: o.Clock.Now, ReadOnly: o.ReadOnly})
 		if err != nil {
 			return nil, err
 		}
@@ -147,6 +153,9 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 	go l.run()
 
 	rec := l.db.Recovery()
+	if o.ReadOnly {
+		return l, nil
+	}
 	if !rep.OK() || rec != nil {
 		md := map[string]string{}
 		reason := ""
@@ -157,8 +166,11 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 			l.log.Error("audit chain broken; starting a new segment", "first_bad_id", rep.FirstBad(), "reason", reason)
 		}
 		if rec != nil {
-			md["store_quarantine"] = rec.Quarantine
-			md["store_salvaged_keys"] = strconv.Itoa(rec.SalvagedKeys)
+			md[MetaStoreQuarantine] = rec.Quarantine
+			md[MetaStoreSalvaged] = strconv.Itoa(rec.SalvagedKeys)
+			if len(rec.BadFiles) > 0 {
+				md[MetaStoreBadFiles] = strings.Join(rec.BadFiles, ",")
+			}
 			if reason != "" {
 				reason += "; "
 			}
@@ -174,6 +186,11 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 		}
 	}
 	return l, nil
+}
+
+func errReadOnly() error {
+	return uerr.New(CodeReadOnly, "the audit log was opened read-only", "a read-only command never writes to the database",
+		"append through the kernel, or open the log without ReadOnly")
 }
 
 // StartupReport is the tail verification Open performed.
@@ -243,6 +260,9 @@ func lastRecord(txn *badger.Txn) (uint64, []byte, bool, error) {
 // without error; concurrent security events share one fsync. Operational
 // events are buffered and written within FlushInterval.
 func (l *Log) Append(ctx context.Context, ev Event) (Record, error) {
+	if l.o.ReadOnly {
+		return Record{}, errReadOnly()
+	}
 	rec, err := l.build(ev)
 	if err != nil {
 		return Record{}, err

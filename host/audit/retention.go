@@ -100,6 +100,9 @@ type RetentionReport struct {
 // every kernel.DefaultRetentionInterval (1 h) while it runs.
 func (l *Log) ApplyRetention(ctx context.Context) (RetentionReport, error) {
 	rep := RetentionReport{MaxBytes: l.o.Retention.MaxBytes}
+	if l.o.ReadOnly {
+		return rep, errReadOnly()
+	}
 	if err := l.Flush(); err != nil {
 		return rep, err
 	}

@@ -26,6 +26,7 @@ const (
 	CodeBadExport    = "AUDIT_BAD_EXPORT"
 	CodeReadFailed   = "AUDIT_READ_FAILED"
 	CodeBadRetention = "AUDIT_BAD_RETENTION"
+	CodeReadOnly     = "AUDIT_READ_ONLY"
 )
 
 // maxBreaks caps how many breaks a report lists (the first is what matters).
@@ -50,6 +51,10 @@ type Report struct {
 	// RecordedBreaks are the ids of audit_chain_break records: breaks (or
 	// database recoveries) found earlier, after which a segment began.
 	RecordedBreaks []uint64 `json:"recorded_breaks,omitempty"`
+	// Quarantines are the recorded breaks written after the database was
+	// found damaged and moved aside: records before them that were not
+	// salvaged are gone from this log (kept in the quarantined directory).
+	Quarantines []Quarantine `json:"quarantines,omitempty"`
 	// Breaks lists where the chain fails, first first (at most 100).
 	Breaks      []Break `json:"breaks,omitempty"`
 	TotalBreaks int     `json:"total_breaks"`
@@ -72,6 +77,20 @@ type Horizon struct {
 	// Reason and FromID come from that record ("age" or "size").
 	Reason string `json:"reason,omitempty"`
 	FromID uint64 `json:"from_id,omitempty"`
+}
+
+// Quarantine is one recorded move of a damaged database aside.
+type Quarantine struct {
+	// ID is the audit_chain_break record saying so; the new segment
+	// begins there.
+	ID uint64 `json:"id"`
+	// MovedTo is where the damaged directory went; Reason why it was
+	// judged damaged; BadFiles the damaged files; SalvagedKeys how many
+	// keys were copied into the fresh database.
+	MovedTo      string `json:"moved_to"`
+	Reason       string `json:"reason"`
+	BadFiles     string `json:"bad_files,omitempty"`
+	SalvagedKeys string `json:"salvaged_keys,omitempty"`
 }
 
 // OK reports whether no break was found.
@@ -224,6 +243,10 @@ func (v *verifier) next(key uint64, val []byte) {
 		v.rep.Segments = append(v.rep.Segments, key)
 		if r.EventType == EventAuditChainBreak {
 			v.rep.RecordedBreaks = append(v.rep.RecordedBreaks, key)
+			if q := r.Metadata[MetaStoreQuarantine]; q != "" {
+				v.rep.Quarantines = append(v.rep.Quarantines, Quarantine{ID: key, MovedTo: q,
+					Reason: r.Metadata[metaReasonKey], BadFiles: r.Metadata[MetaStoreBadFiles], SalvagedKeys: r.Metadata[MetaStoreSalvaged]})
+			}
 		}
 	case wantKnown && first:
 		v.brk(key, "prev_hash does not match the hash of the last record removed by retention")
