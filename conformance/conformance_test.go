@@ -200,24 +200,6 @@ func TestBrokenFixturesFailExactlyTheirItem(t *testing.T) {
 	}
 }
 
-// The catalogue is well formed: unique IDs, a level, a source, and an
-// implementation behind every item.
-func TestCatalogue(t *testing.T) {
-	seen := map[string]bool{}
-	for _, it := range conformance.Catalogue() {
-		if seen[it.ID] {
-			t.Errorf("duplicate ID %s", it.ID)
-		}
-		seen[it.ID] = true
-		if it.Statement == "" || it.Source == "" || (it.Level != conformance.MUST && it.Level != conformance.SHOULD) || !conformance.KnownProfile(it.Profile) {
-			t.Errorf("incomplete item %+v", it)
-		}
-		if !strings.HasPrefix(it.ID, strings.ToUpper(it.Profile)+"-") {
-			t.Errorf("%s is not prefixed by its profile %s", it.ID, it.Profile)
-		}
-	}
-}
-
 // Reports render as JSON and JUnit that machines can read back.
 func TestReportFormats(t *testing.T) {
 	rep := run(t, fixture(t, "tool-wswrite", nil, ""), 5*time.Second)

@@ -1,9 +1,13 @@
-// Package conformance owns the certification suite: the catalogue of spec
-// items (stable IDs, RFC 2119 levels, API versions, sources), the profiles
-// (core for every plugin; tool, provider, runtime, vcs, policy per kind),
-// the runner that executes them against a plugin binary under a private
-// supervisor with scratch directories, the reports (text, JSON, JUnit XML)
-// and the conversion of a report into the registry's certification record.
+// Package conformance is the kernel side of the certification suite: the
+// runner that executes the items against a plugin binary under a private
+// supervisor with scratch directories, the L2 sandbox it opens for them,
+// and the conversion of a report into the registry's certification record
+// (Certification). The catalogue (stable IDs, RFC 2119 levels, API
+// versions, sources), the profiles and the reports (text, JSON, JUnit XML)
+// live in the leaf subpackage spec, re-exported here under the same names,
+// so that plugin authors can link them without the kernel; this package
+// must not be imported by pluginsdk/... or plugins/... (the test kit runs
+// it as the command cmd/suiterun).
 //
 // A report's verdict is "certified" only when every MUST item that applies
 // passed: a skipped MUST (not checked) counts against the plugin like a
@@ -23,7 +27,8 @@
 // runtime-docker adapter, never the adapter under test; it also removes
 // everything the run created, even when an item fails); "kernel disappears" is a real SIGKILL of a stub
 // kernel process (StubKernelMain). Subpackage fakes is the fake upstream
-// model server; internal/fixtures/broken the deliberately broken plugins.
+// model server; internal/fixtures/broken the deliberately broken plugins;
+// cmd/stubkernel and cmd/suiterun the commands built from it.
 //
 // It must not install or trust plugins itself (the registry records its
 // verdict; `fluffy plugin install` decides), must not touch the user's

@@ -11,10 +11,6 @@ import (
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
-// EnvRequireDocker, when "1", makes an unavailable L2 runtime an error
-// instead of a skip (CI sets it).
-const EnvRequireDocker = "FLUFFY_REQUIRE_DOCKER"
-
 // L2 is the container launcher a run uses for its sandbox-fitness items,
 // with everything it started.
 type L2 struct {

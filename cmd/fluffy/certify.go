@@ -35,7 +35,7 @@ func (c certifier) Certify(ctx context.Context, m *manifests.Manifest) (registry
 		_ = rep.WriteText(&b)
 		fmt.Fprint(c.e.stderr, b.String())
 	}
-	return rep.Certification(), nil
+	return conformance.Certification(rep), nil
 }
 
 type bytesBuf struct{ b []byte }

@@ -143,7 +143,7 @@ func recordCertification(e *env, rep *conformance.Report) {
 	if err != nil || rec.Version != rep.Version || rec.SHA256 != rep.SHA256 {
 		return
 	}
-	if err := reg.SetCertification(context.Background(), rep.Plugin, rep.Version, rep.Certification()); err != nil {
+	if err := reg.SetCertification(context.Background(), rep.Plugin, rep.Version, conformance.Certification(rep)); err != nil {
 		fmt.Fprintf(e.stderr, "warning: could not record the certification: %v\n", err)
 		return
 	}

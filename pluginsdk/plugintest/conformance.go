@@ -3,13 +3,16 @@ package plugintest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/conformance"
+	"github.com/fluffy-waffle/fluffy/conformance/spec"
 	"github.com/fluffy-waffle/fluffy/manifests"
 )
 
@@ -27,10 +30,15 @@ import (
 // those items the plugin is not certified. An author who wants the rest of
 // the suite anyway calls ConformanceWithoutSandbox instead.
 //
+// The suite's runner is kernel code, so it is not linked into the test:
+// Conformance builds conformance/cmd/suiterun with the go command in
+// fluffy's module directory and runs it, then reads back its JSON report
+// (package conformance/spec).
+//
 //	func TestConformance(t *testing.T) {
 //		plugintest.Conformance(t, ".", "plugin.yaml")
 //	}
-func Conformance(t testing.TB, pkg, manifest string, profiles ...string) *conformance.Report {
+func Conformance(t testing.TB, pkg, manifest string, profiles ...string) *spec.Report {
 	t.Helper()
 	return conformanceBuilt(t, pkg, manifest, false, profiles)
 }
@@ -39,12 +47,12 @@ func Conformance(t testing.TB, pkg, manifest string, profiles ...string) *confor
 // chosen explicitly: the sandbox-fitness items are skipped (the report says
 // NOT CERTIFIED), every other MUST item must pass. With
 // FLUFFY_REQUIRE_DOCKER=1 (CI) it behaves like Conformance.
-func ConformanceWithoutSandbox(t testing.TB, pkg, manifest string, profiles ...string) *conformance.Report {
+func ConformanceWithoutSandbox(t testing.TB, pkg, manifest string, profiles ...string) *spec.Report {
 	t.Helper()
-	return conformanceBuilt(t, pkg, manifest, os.Getenv(conformance.EnvRequireDocker) != "1", profiles)
+	return conformanceBuilt(t, pkg, manifest, os.Getenv(spec.EnvRequireDocker) != "1", profiles)
 }
 
-func conformanceBuilt(t testing.TB, pkg, manifest string, noSandbox bool, profiles []string) *conformance.Report {
+func conformanceBuilt(t testing.TB, pkg, manifest string, noSandbox bool, profiles []string) *spec.Report {
 	t.Helper()
 	bin := Build(t, pkg)
 	data, err := os.ReadFile(manifest)
@@ -83,7 +91,7 @@ func conformanceBuilt(t testing.TB, pkg, manifest string, noSandbox bool, profil
 // ConformanceDir runs the suite on an already laid-out plugin directory
 // (plugin.yaml with the right sha256 beside its binary), with the L2
 // sandbox like Conformance.
-func ConformanceDir(t testing.TB, dir string, profiles ...string) *conformance.Report {
+func ConformanceDir(t testing.TB, dir string, profiles ...string) *spec.Report {
 	t.Helper()
 	return conformanceDir(t, dir, false, profiles)
 }
@@ -91,27 +99,71 @@ func ConformanceDir(t testing.TB, dir string, profiles ...string) *conformance.R
 // sandboxFix is what to do when the L2 sandbox is missing.
 const sandboxFix = "fix: start Docker and build fluffy's runtime adapter (`make build` in fluffy's checkout, then set FLUFFY_RUNTIME_ADAPTER=<checkout>/bin/plugins/runtime-docker/runtime-docker); or call plugintest.ConformanceWithoutSandbox to run the other items (the plugin is then not certified)"
 
-func conformanceDir(t testing.TB, dir string, noSandbox bool, profiles []string) *conformance.Report {
+// fluffyModule holds the runner: the kernel side of the suite, built and
+// run rather than linked, so what an author's test binary links stays free
+// of the kernel.
+const (
+	fluffyModule = "github.com/fluffy-waffle/fluffy"
+	runnerDir    = "conformance/cmd/suiterun"
+)
+
+// buildRunner builds the runner inside fluffy's own module directory (the
+// checkout go.mod's replace points at, or the module cache), with fluffy's
+// go.sum: the author's go.sum lists only what the author's code links, not
+// the kernel's dependencies.
+// from is the directory whose module resolves fluffy ("" = the test's).
+func buildRunner(t testing.TB, from string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	opts := conformance.Options{StubKernel: []string{Build(t, "github.com/fluffy-waffle/fluffy/conformance/cmd/stubkernel")}}
-	if noSandbox {
-		opts.SandboxReason = conformance.ReasonNoSandbox + " (plugintest.ConformanceWithoutSandbox)"
-	} else {
-		l2, reason, err := conformance.OpenL2(ctx, os.Getenv, nil)
-		switch {
-		case err != nil:
-			t.Fatalf("conformance: the L2 sandbox failed to start: %v\nwithout it CORE-SANDBOX-001/002 cannot run and the plugin cannot be certified\n%s", err, sandboxFix)
-		case l2 == nil:
-			t.Fatalf("conformance: %s\nwithout it CORE-SANDBOX-001/002 cannot run and the plugin cannot be certified\n%s", reason, sandboxFix)
-		}
-		defer l2.Close()
-		opts.Sandbox = l2.Launcher
+	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", fluffyModule)
+	list.Dir = from
+	var stderr bytes.Buffer
+	list.Stderr = &stderr
+	dir, err := list.Output()
+	if err != nil || strings.TrimSpace(string(dir)) == "" {
+		t.Fatalf("conformance: cannot find the %s module to build its suite runner: %v\n%s\nfix: require %s in go.mod (see fluffy's README, \"Depending on the SDK\")", fluffyModule, err, strings.TrimSpace(stderr.String()), fluffyModule)
 	}
-	rep, err := conformance.New(opts).Run(ctx, dir, profiles)
+	out := filepath.Join(t.TempDir(), "suiterun")
+	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", out, "./"+runnerDir)
+	cmd.Dir = strings.TrimSpace(string(dir))
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("conformance: build the suite runner in %s: %v\n%s", cmd.Dir, err, b)
+	}
+	return out
+}
+
+// runnerNoSandbox is the runner's exit status for "the L2 sandbox is
+// unavailable" (see conformance/cmd/suiterun).
+const runnerNoSandbox = 3
+
+func conformanceDir(t testing.TB, dir string, noSandbox bool, profiles []string) *spec.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "report.json")
+	args := []string{"-json", out}
+	if noSandbox {
+		args = append(args, "-no-sandbox", "plugintest.ConformanceWithoutSandbox")
+	}
+	args = append(append(args, dir), profiles...)
+	cmd := exec.CommandContext(ctx, buildRunner(t, ""), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit) && exit.ExitCode() == runnerNoSandbox:
+		t.Fatalf("conformance: %s\nwithout it CORE-SANDBOX-001/002 cannot run and the plugin cannot be certified\n%s", strings.TrimSpace(stderr.String()), sandboxFix)
+	case err != nil:
+		t.Fatalf("conformance: %v\n%s", err, strings.TrimSpace(stderr.String()))
+	}
+	data, err := os.ReadFile(out)
 	if err != nil {
-		t.Fatalf("conformance: %v", err)
+		t.Fatalf("conformance: the runner wrote no report: %v\n%s", err, strings.TrimSpace(stderr.String()))
+	}
+	rep := &spec.Report{}
+	if err := json.Unmarshal(data, rep); err != nil {
+		t.Fatalf("conformance: the runner's report is not JSON: %v", err)
 	}
 	var b bytes.Buffer
 	_ = rep.WriteText(&b)

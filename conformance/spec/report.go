@@ -1,4 +1,4 @@
-package conformance
+package spec
 
 import (
 	"encoding/json"
@@ -7,8 +7,6 @@ import (
 	"io"
 	"strings"
 	"time"
-
-	"github.com/fluffy-waffle/fluffy/host/registry"
 )
 
 // Status is the outcome of one item.
@@ -258,13 +256,4 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
-}
-
-// Certification is the registry's record of this run.
-func (r *Report) Certification() registry.Certification {
-	return registry.Certification{
-		SuiteVersion: r.SuiteVersion, SHA256: r.SHA256, Passed: r.Passed(), Profiles: r.Profiles,
-		Failed: r.FailedMUST(), Skipped: r.SkippedMUST(), At: r.Started.UTC(), Summary: r.Summary(),
-		Sandbox: r.Sandbox,
-	}
 }
