@@ -10,6 +10,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
+	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
 // hostCacheAttack is a test that passes only if the host's build cache,
@@ -49,12 +50,23 @@ func TestCannotWriteHostCache(t *testing.T) {
 
 // TestHostGoCacheLayerInDockerSandbox: with a warm host cache (a real
 // `go test` on the host filled it) and an empty project cache, the first
-// test.run in a real L2 container takes what the host already compiled
+// test.run in a real L2 sandbox (a Docker container, a bwrap jail) takes what the host already compiled
 // from the host cache (copied into the project's cache, never built
 // again), what is new lands in the project's cache, a test trying to
 // write the host cache fails to, leaving it exactly as it was, and the
 // second run goes without the cache program.
 func TestHostGoCacheLayerInDockerSandbox(t *testing.T) {
+	for _, sb := range []string{"docker", "bwrap"} {
+		t.Run(sb, func(t *testing.T) {
+			if _, err := sandbox.BwrapUsable(); sb == "bwrap" && err != nil && os.Getenv("FLUFFY_REQUIRE_JAIL") == "" {
+				t.Skipf("bubblewrap is not usable here: %v", err)
+			}
+			hostCacheLayer(t, sb)
+		})
+	}
+}
+
+func hostCacheLayer(t *testing.T, sb string) {
 	t.Setenv("PATH", sandboxPath(t))
 	ws, lower := t.TempDir(), t.TempDir()
 	for _, d := range []string{ws, lower} {
@@ -87,7 +99,7 @@ func TestHostGoCacheLayerInDockerSandbox(t *testing.T) {
 	})
 	before := cacheSnapshot(t, lower)
 	lowerIDs := cacheIDs(t, lower)
-	e := kerneltest.Start(t, ws, kerneltest.Options{HostGoCache: lower}, pluginPkg)
+	e := kerneltest.Start(t, ws, kerneltest.Options{HostGoCache: lower, Sandbox: sb}, pluginPkg)
 	res := e.Call(t, "tool-test", "test.run", "first", `{}`)
 	if !res.OK {
 		t.Fatalf("test.run: %+v", res.Err)
