@@ -17,6 +17,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/internal/diskfree"
@@ -69,6 +72,9 @@ type Containers struct {
 	image    string
 	runtimes []string
 	uid, gid int
+	// archiver reads a container's /out through the engine; nil when the
+	// runtime adapter cannot (then /out is a watched host bind mount).
+	archiver rt.Archiver
 }
 
 // NewContainers checks the engine (RUNTIME_UNREACHABLE with install
@@ -98,7 +104,27 @@ func NewContainers(ctx context.Context, cfg ContainersConfig) (*Containers, erro
 		return nil, err
 	}
 	uid, gid := GuestIdentity()
-	return &Containers{cfg: cfg, log: cfg.Logger, image: ref, runtimes: pi.Runtimes, uid: uid, gid: gid}, nil
+	return &Containers{cfg: cfg, log: cfg.Logger, image: ref, runtimes: pi.Runtimes, uid: uid, gid: gid,
+		archiver: probeArchiver(ctx, cfg.Runtime)}, nil
+}
+
+// probeArchiver is the runtime's Archiver if its adapter serves it: an
+// adapter without the archive service answers Unimplemented, any other
+// answer (the probed container does not exist) means it does.
+func probeArchiver(ctx context.Context, r Runtime) rt.Archiver {
+	a, ok := r.(rt.Archiver)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rc, err := a.CopyFrom(ctx, "fluffy-archive-probe-none", "/")
+	if err == nil {
+		rc.Close()
+	} else if status.Code(err) == codes.Unimplemented {
+		return nil
+	}
+	return a
 }
 
 // Image is the base image reference containers run from.
@@ -194,7 +220,12 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 	}
 	cr := &containerRunner{
 		c: c, spec: spec, tpl: tpl, seccomp: seccomp, lc: lc, proxy: proxy,
-		limits: limits,
+		limits: limits, outVolume: spec.OutDir != "" && c.archiver != nil,
+	}
+	var collect func(context.Context) error
+	if cr.outVolume {
+		collect = cr.collect
+		cfg.GRPCDialOptions = append(cfg.GRPCDialOptions, grpc.WithChainUnaryInterceptor(cr.collectUnary))
 	}
 	cfg.Cmd = nil
 	cfg.RunnerFunc = cr.runnerFunc
@@ -205,6 +236,7 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 		Workspace: GuestWorkspace, OutDir: GuestOut,
 		Cleanup: func() { _ = lc.Cleanup() },
 		Status:  cr.status,
+		Collect: collect,
 	}, nil
 }
 
@@ -314,6 +346,10 @@ type containerRunner struct {
 	// stopped the sandbox (guarded by mu).
 	quotaStop context.CancelFunc
 	over      *overQuota
+	// outVolume: /out is a size-limited tmpfs volume in the container,
+	// copied to spec.OutDir by collect (one copy at a time: collectMu).
+	outVolume bool
+	collectMu sync.Mutex
 }
 
 var _ runner.Runner = (*containerRunner)(nil)
@@ -376,7 +412,10 @@ func (r *containerRunner) containerSpec() rt.Spec {
 	if r.spec.Workspace != "" {
 		mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.spec.Workspace, Target: GuestWorkspace, ReadOnly: true})
 	}
-	if r.spec.OutDir != "" {
+	switch {
+	case r.outVolume:
+		mounts = append(mounts, rt.Mount{Type: rt.MountVolume, Target: GuestOut, TmpfsSize: r.limits.OutBytes, TmpfsMode: "0770"})
+	case r.spec.OutDir != "":
 		mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.spec.OutDir, Target: GuestOut})
 	}
 	if r.proxy != nil {
@@ -465,12 +504,17 @@ func (r *containerRunner) Start(ctx context.Context) error {
 	return nil
 }
 
-// watchQuota bounds the host directories the plugin can write: /out (the
-// template's OutBytes) and its socket directory (sockQuotaBytes). A bind
-// mount cannot carry a size, so the kernel measures them and stops the
-// sandbox the moment one is over, then discards what it wrote there.
+// watchQuota bounds the host directories the plugin can write: its socket
+// directory (sockQuotaBytes) and, when /out is a bind mount (an adapter
+// without CopyFrom), /out (the template's OutBytes). A bind mount cannot
+// carry a size, so the kernel measures them and stops the sandbox the
+// moment one is over, then discards what it wrote there.
 func (r *containerRunner) watchQuota() {
-	dirs := sandboxQuotaDirs(GuestSocketDir, r.hostSock, r.spec.OutDir, r.limits.OutBytes)
+	out := r.spec.OutDir
+	if r.outVolume {
+		out = "" // bounded by its filesystem, see collect
+	}
+	dirs := sandboxQuotaDirs(GuestSocketDir, r.hostSock, out, r.limits.OutBytes)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.mu.Lock()
 	r.quotaStop = cancel

@@ -34,15 +34,23 @@ func call(t testing.TB, r *running, name string, args map[string]any, timeout ti
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	res, err := r.tool.Execute(ctx, tool.Call{ID: fmt.Sprint("c", instanceSeq.Add(1)), Tool: name, Args: b, OperationID: "op1"}, nil)
+	var out attemptOut
+	if err == nil && res.Err == nil {
+		if err := json.Unmarshal(res.Output, &out); err != nil {
+			t.Fatalf("%s output %s: %v", name, res.Output, err)
+		}
+	}
+	// As the supervisor does after each call: bring /out to the host.
+	if r.launched.Collect != nil && err == nil {
+		if cerr := r.launched.Collect(ctx); cerr != nil {
+			return out, cerr
+		}
+	}
 	if err != nil {
 		return attemptOut{}, err
 	}
 	if res.Err != nil {
 		return attemptOut{}, res.Err
-	}
-	var out attemptOut
-	if err := json.Unmarshal(res.Output, &out); err != nil {
-		t.Fatalf("%s output %s: %v", name, res.Output, err)
 	}
 	return out, nil
 }

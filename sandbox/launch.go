@@ -85,6 +85,14 @@ type Launched struct {
 	// Status reports the sandbox's lifecycle state and, once it ended, how
 	// (exit code, OOM kill). Nil for launchers without a sandbox.
 	Status func() Status
+	// Collect brings what the plugin wrote to its /out onto the host
+	// OutDir, for launchers whose /out is not the host directory itself
+	// (a size-limited tmpfs in the container). The supervisor calls it
+	// after each call that streams (unary calls are collected by the
+	// launcher's own gRPC interceptor); it fails with
+	// SANDBOX_QUOTA_EXCEEDED when /out is full. Nil when there is
+	// nothing to collect.
+	Collect func(ctx context.Context) error
 }
 
 // Subprocess launches plugins as plain child processes with an empty

@@ -91,11 +91,17 @@ type overQuota struct {
 	what, dir    string
 	used, limit  int64
 	entries, max int
+	// full: the limit is the size of the filesystem the plugin filled
+	// (its writes there failed with ENOSPC), not a measured overrun.
+	full bool
 }
 
 func (q overQuota) String() string {
 	if q.entries > q.max {
 		return fmt.Sprintf("it created more than %d files in %s", q.max, q.what)
+	}
+	if q.full {
+		return fmt.Sprintf("it filled %s to its limit of %s (its writes there failed: no space left)", q.what, units.FormatSize(q.limit))
 	}
 	return fmt.Sprintf("it wrote %s to %s, more than its limit of %s", diskfree.MiB(q.used), q.what, units.FormatSize(q.limit))
 }

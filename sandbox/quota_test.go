@@ -132,6 +132,83 @@ func TestDiskQuotaStopsTheSandbox(t *testing.T) {
 	}
 }
 
+// TestOutQuotaIsTheFilesystems: /out is a filesystem of the template's
+// size. A plugin writing into it as fast as it can gets ENOSPC in the
+// sandbox at the limit, the call fails with SANDBOX_QUOTA_EXCEEDED, and
+// the host output directory never holds more than the limit (sampled
+// every few ms during the call and after it); an output under the limit
+// reaches the host intact.
+func TestOutQuotaIsTheFilesystems(t *testing.T) {
+	needDocker(t)
+	const limit = 16 << 20
+	for _, tc := range []struct {
+		name  string
+		bytes int64
+		over  bool
+	}{
+		{"1GiB into 16MiB", 1 << 30, true},
+		{"4MiB into 16MiB", 4 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := newSpec(t, "code-executor")
+			spec.Limits.OutBytes = limit
+			r := launch(t, tenv.containers, spec)
+			var peak atomic.Int64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if n := apparentSize(spec.OutDir); n > peak.Load() {
+						peak.Store(n)
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(2 * time.Millisecond):
+					}
+				}
+			}()
+			out, err := call(t, r, "fill", map[string]any{"path": GuestOut + "/op1/big", "bytes": tc.bytes}, 2*time.Minute)
+			after := apparentSize(spec.OutDir)
+			close(stop)
+			wg.Wait()
+			t.Logf("call: %+v %v; host peak %d bytes, after %d", out, err, peak.Load(), after)
+			if p := peak.Load(); p > limit {
+				t.Fatalf("the host output directory reached %d bytes, more than the %d limit", p, limit)
+			}
+			if !tc.over {
+				if err != nil || !out.OK {
+					t.Fatalf("a write under the limit failed: %+v %v", out, err)
+				}
+				if after != tc.bytes {
+					t.Fatalf("the host has %d bytes of the %d written", after, tc.bytes)
+				}
+				return
+			}
+			if out.OK || !strings.Contains(out.Error, "no space left on device") {
+				t.Fatalf("the write past the limit did not fail with ENOSPC inside the sandbox: %+v", out)
+			}
+			if int64(out.Count)<<20 > limit {
+				t.Fatalf("the plugin wrote %d MiB into a %d MiB /out", out.Count, limit>>20)
+			}
+			if !uerr.HasCode(err, CodeQuotaExceeded) {
+				t.Fatalf("call error = %v, want %s", err, CodeQuotaExceeded)
+			}
+			if ue, _ := uerr.As(err); !strings.Contains(ue.Why, GuestOut) {
+				t.Fatalf("error does not name %s: %v", GuestOut, ue)
+			}
+			if after != 0 {
+				t.Fatalf("%d bytes of the over-quota output were kept", after)
+			}
+			if st, xerr := quotaExit(t, r); !uerr.HasCode(xerr, CodeQuotaExceeded) {
+				t.Fatalf("sandbox ended with %v (status %+v), want %s", xerr, st, CodeQuotaExceeded)
+			}
+		})
+	}
+}
+
 // TestSanitizeOutLeavesOnlyRegularFiles: after a call, the output directory
 // holds only regular files and directories with normalised modes, owned by
 // the kernel's user; a link to a host file is removed, never followed.
@@ -157,6 +234,10 @@ func TestSanitizeOutLeavesOnlyRegularFiles(t *testing.T) {
 	}
 	slices.Sort(removed)
 	want := []string{"op1/esc\x1b[2Jname", "op1/fifo", "op1/hostlink", "op1/new\nline"}
+	if r.launched.Collect != nil {
+		// /out is copied to the host: the FIFO and the link never reach it.
+		want = []string{"op1/esc\x1b[2Jname", "op1/new\nline"}
+	}
 	if !slices.Equal(removed, want) {
 		t.Fatalf("removed %q, want %q", removed, want)
 	}

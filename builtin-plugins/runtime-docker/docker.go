@@ -244,7 +244,11 @@ func (a *adapter) Create(ctx context.Context, s runtime.Spec) (string, error) {
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly,
 				BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 		case runtime.MountVolume:
-			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+			mm := mount.Mount{Type: mount.TypeVolume, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}
+			if m.Source == "" && m.TmpfsSize > 0 {
+				mm.VolumeOptions = tmpfsVolume(m, s.User)
+			}
+			hc.Mounts = append(hc.Mounts, mm)
 		case runtime.MountTmpfs:
 			opt := fmt.Sprintf("size=%d", m.TmpfsSize)
 			if m.TmpfsMode != "" {
@@ -265,6 +269,39 @@ func (a *adapter) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		return "", engineErr("create container", s.Name, err)
 	}
 	return r.ID, nil
+}
+
+// tmpfsVolume is the local driver's options for an anonymous volume backed
+// by a size-limited tmpfs owned by user ("uid:gid"). Unlike a tmpfs mount,
+// the engine mounts such a volume itself, so CopyFromContainer can read it.
+func tmpfsVolume(m runtime.Mount, user string) *mount.VolumeOptions {
+	o := fmt.Sprintf("size=%d,nosuid,nodev,noexec", m.TmpfsSize)
+	if m.TmpfsMode != "" {
+		o += ",mode=" + m.TmpfsMode
+	}
+	if uid, gid, ok := strings.Cut(user, ":"); ok && numeric(uid) && numeric(gid) {
+		o += ",uid=" + uid + ",gid=" + gid
+	}
+	return &mount.VolumeOptions{NoCopy: true, DriverConfig: &mount.Driver{Name: "local",
+		Options: map[string]string{"type": "tmpfs", "device": "tmpfs", "o": o}}}
+}
+
+func numeric(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// CopyFrom implements runtime.Archiver: the engine's tar archive of path
+// inside container id.
+func (a *adapter) CopyFrom(ctx context.Context, id, path string) (io.ReadCloser, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	rc, _, err := c.CopyFromContainer(ctx, id, path)
+	if err != nil {
+		return nil, engineErr("copy from", id+":"+path, err)
+	}
+	return rc, nil
 }
 
 // frameWriter forwards demultiplexed output to an OutputFunc.

@@ -60,6 +60,13 @@ func (s *Supervisor) ExecuteTool(ctx context.Context, name string, call tool.Cal
 		if res.Err != nil {
 			ownError(name, res.Err)
 		}
+		if collect := inst.Launched.Collect; collect != nil {
+			// The sandbox's /out is its own filesystem: bring it to the
+			// host before anything reads it (a full /out fails the call).
+			if cerr := collect(ctx); cerr != nil {
+				res, err = tool.Result{}, cerr
+			}
+		}
 		s.sanitizeOut(name, inst)
 		return err
 	})

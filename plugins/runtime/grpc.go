@@ -17,13 +17,49 @@ import (
 // (nil impl: the kernel side). The one service serves every API version.
 func PluginSets(impl Plugin, versions []int) map[int]plugin.PluginSet {
 	return base.SharedPluginSets(PluginName, impl, versions,
-		func(s *grpc.Server, impl Plugin) { rtpb.RegisterRuntimeServer(s, &server{impl: impl}) },
+		func(s *grpc.Server, impl Plugin) {
+			rtpb.RegisterRuntimeServer(s, &server{impl: impl})
+			if a, ok := impl.(Archiver); ok {
+				rtpb.RegisterRuntimeArchiveServer(s, &archiveServer{impl: a})
+			}
+		},
 		func(bc *base.Client, conn *grpc.ClientConn) any {
-			return &client{Client: bc, c: rtpb.NewRuntimeClient(conn)}
+			return &client{Client: bc, c: rtpb.NewRuntimeClient(conn), a: rtpb.NewRuntimeArchiveClient(conn)}
 		})
 }
 
 // ---- server side ----
+
+type archiveServer struct {
+	rtpb.UnimplementedRuntimeArchiveServer
+	impl Archiver
+}
+
+// archiveChunk is how much of an archive one message carries.
+const archiveChunk = 256 << 10
+
+func (s *archiveServer) CopyFrom(r *rtpb.CopyFromRequest, stream rtpb.RuntimeArchive_CopyFromServer) error {
+	rc, err := s.impl.CopyFrom(stream.Context(), r.GetId(), r.GetPath())
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	buf := make([]byte, archiveChunk)
+	for {
+		n, err := io.ReadFull(rc, buf)
+		if n > 0 {
+			if serr := stream.Send(&rtpb.ArchiveChunk{Data: buf[:n]}); serr != nil {
+				return serr
+			}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
 
 type server struct {
 	rtpb.UnimplementedRuntimeServer
@@ -152,7 +188,56 @@ func (s *server) ListVolumes(ctx context.Context, r *rtpb.ListRequest) (*rtpb.Li
 type client struct {
 	*base.Client
 	c rtpb.RuntimeClient
+	a rtpb.RuntimeArchiveClient
 }
+
+// CopyFrom implements Archiver. An adapter without the archive service
+// answers with gRPC's Unimplemented.
+func (c *client) CopyFrom(ctx context.Context, id, path string) (io.ReadCloser, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	st, err := c.a.CopyFrom(ctx, &rtpb.CopyFromRequest{Id: id, Path: path})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// The first chunk carries the adapter's error, if any, before the
+	// caller starts reading.
+	first, err := st.Recv()
+	if err != nil && !errors.Is(err, io.EOF) {
+		cancel()
+		return nil, err
+	}
+	return &archiveReader{st: st, cancel: cancel, buf: first.GetData(), eof: err != nil}, nil
+}
+
+type archiveReader struct {
+	st     rtpb.RuntimeArchive_CopyFromClient
+	cancel context.CancelFunc
+	buf    []byte
+	eof    bool
+}
+
+func (r *archiveReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.eof {
+			return 0, io.EOF
+		}
+		f, err := r.st.Recv()
+		if errors.Is(err, io.EOF) {
+			r.eof = true
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		r.buf = f.GetData()
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+func (r *archiveReader) Close() error { r.cancel(); return nil }
 
 func (c *client) Ping(ctx context.Context) (PingInfo, error) {
 	r, err := c.c.Ping(ctx, &rtpb.PingRequest{})

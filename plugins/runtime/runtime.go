@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
@@ -20,6 +21,12 @@ const (
 )
 
 // Mount is one filesystem mount of a container.
+//
+// A MountVolume with no Source and a TmpfsSize is an anonymous volume
+// backed by a tmpfs of that size (mode TmpfsMode, owned by Spec.User,
+// nosuid, nodev, noexec): a write past its size fails with ENOSPC in the
+// container, and Archiver.CopyFrom can read it (an engine cannot archive a
+// plain MountTmpfs). Remove with volumes=true deletes it.
 type Mount struct {
 	Type      MountType
 	Source    string // host path (bind) or volume name
@@ -175,6 +182,15 @@ type Engine interface {
 	CreateVolume(ctx context.Context, name string, labels map[string]string) (Volume, error)
 	RemoveVolume(ctx context.Context, name string, force bool) error
 	ListVolumes(ctx context.Context, labels map[string]string) ([]Volume, error)
+}
+
+// Archiver is what an adapter offers besides Engine to read files out of
+// a container: a tar archive of path inside container id, as the engine
+// makes it (its size is whatever the container holds there: the caller
+// bounds what it reads). runtime-docker implements it; the kernel uses it
+// to copy a sandbox's size-limited /out to the host.
+type Archiver interface {
+	CopyFrom(ctx context.Context, id, path string) (io.ReadCloser, error)
 }
 
 // Plugin is what a runtime adapter implements.

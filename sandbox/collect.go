@@ -1,0 +1,80 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
+)
+
+// collectTimeout bounds one copy of /out to the host.
+const collectTimeout = 2 * time.Minute
+
+// collectUnary is the gRPC interceptor that copies /out to the host after
+// each unary call a plugin answers (a VCS commit, a v1 tool call), so the
+// kernel reads it as soon as the call returns. go-plugin's own services
+// and the base service (Info, Configure) never write outputs.
+func (r *containerRunner) collectUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if strings.HasPrefix(method, "/plugin.") || strings.HasPrefix(method, "/grpc.") || strings.HasPrefix(method, "/fluffy.base.") {
+		return err
+	}
+	if cerr := r.collect(ctx); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// collect copies the container's /out (a tmpfs of the template's
+// OutBytes: a write past it fails with ENOSPC inside) to the host OutDir.
+// When /out is full it stops the sandbox, empties the host OutDir and
+// returns SANDBOX_QUOTA_EXCEEDED; what a later Wait or Status reports says
+// the same.
+func (r *containerRunner) collect(ctx context.Context) error {
+	r.collectMu.Lock()
+	defer r.collectMu.Unlock()
+	r.mu.Lock()
+	over := r.over
+	r.mu.Unlock()
+	if over != nil {
+		return exitError(r.spec.Name, r.limits, rt.Exit{}, false, over.String())
+	}
+	if r.id == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), collectTimeout)
+	defer cancel()
+	rc, err := r.c.archiver.CopyFrom(ctx, r.id, GuestOut)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: read /out: %w", r.spec.Name, err)
+	}
+	res, err := copyOut(rc, r.spec.OutDir, r.limits.OutBytes)
+	rc.Close()
+	if len(res.skipped) > 0 {
+		r.c.log.Warn("not copied from a plugin's /out: neither a regular file nor a directory", "plugin", r.spec.Name, "entries", len(res.skipped))
+	}
+	if !res.over {
+		if err != nil {
+			return fmt.Errorf("sandbox %s: copy /out: %w", r.spec.Name, err)
+		}
+		return nil
+	}
+	q := overQuota{what: GuestOut, dir: r.spec.OutDir, used: res.used, limit: r.limits.OutBytes, entries: res.entries, max: quotaMaxEntries, full: true}
+	r.mu.Lock()
+	r.over = &q
+	r.mu.Unlock()
+	r.killing.Store(true)
+	r.lc.Fail("stopped: " + q.String())
+	if kerr := r.c.cfg.Runtime.Kill(ctx, r.id, ""); kerr != nil {
+		r.c.log.Warn("stopping a sandbox over its disk quota", "plugin", r.spec.Name, "error", kerr)
+	}
+	if derr := emptyDir(r.spec.OutDir); derr != nil {
+		r.c.log.Warn("discarding an output over its quota", "dir", r.spec.OutDir, "error", derr)
+	}
+	r.c.log.Warn("sandbox stopped: disk quota exceeded", "plugin", r.spec.Name, "dir", GuestOut, "bytes", q.used, "limit", q.limit, "entries", q.entries)
+	return exitError(r.spec.Name, r.limits, rt.Exit{}, false, q.String())
+}
