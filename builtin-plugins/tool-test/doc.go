@@ -14,7 +14,10 @@
 //
 // Code the AI wrote never runs with write access to anything that outlives
 // the call: the Go toolchain builds with the kernel-owned cache (/cache),
-// but every test binary, and pytest, node and cargo themselves, start through
+// over the host's Go build cache mounted read-only at /hostcache/go-build
+// (this binary's `__fluffy_gocacheprog` mode serves both to the go command
+// as its GOCACHEPROG until the project's cache holds what a run took from
+// the host), but every test binary, and pytest, node and cargo themselves, start through
 // this binary's `confine` mode, which restricts writes with Landlock to a
 // per-run scratch directory before exec'ing them.
 //
