@@ -18,9 +18,9 @@ import (
 
 // Conformance runs fluffy's conformance suite — the same one `fluffy plugin
 // install` runs — on the plugin built from the Go main package pkg with the
-// manifest at manifest (its sha256 is stamped for the fresh build), and
-// fails t for every failed MUST item, printing the full report. profiles
-// default to core plus the plugin's kind.
+// manifest at manifest (stamped with the fresh build's sha256; it may still
+// be unstamped, sha256: ""), and fails t for every failed MUST item,
+// printing the full report. profiles default to core plus the plugin's kind.
 //
 // The sandbox-fitness items (CORE-SANDBOX-001/002) run the plugin in its
 // L2 container, which needs Docker and the runtime-docker adapter
@@ -54,12 +54,24 @@ func ConformanceWithoutSandbox(t testing.TB, pkg, manifest string, profiles ...s
 
 func conformanceBuilt(t testing.TB, pkg, manifest string, noSandbox bool, profiles []string) *spec.Report {
 	t.Helper()
-	bin := Build(t, pkg)
+	return conformanceDir(t, stage(t, Build(t, pkg), manifest), noSandbox, profiles)
+}
+
+// stage lays out a plugin directory for the suite: the manifest, stamped
+// with bin's sha256, beside bin at the manifest's entry. The manifest need
+// not be stamped yet (sha256: "", as `fluffy plugin new` writes it): the
+// fresh build is what gets certified, so its own hash is stamped.
+func stage(t testing.TB, bin, manifest string) string {
+	t.Helper()
 	data, err := os.ReadFile(manifest)
 	if err != nil {
 		t.Fatalf("conformance: %v", err)
 	}
-	m, err := manifests.Parse(manifest, data)
+	parsed := data
+	if placeholder, err := manifests.StampSHA256(data, strings.Repeat("0", 64)); err == nil {
+		parsed = placeholder
+	}
+	m, err := manifests.Parse(manifest, parsed)
 	if err != nil {
 		t.Fatalf("conformance: %v", err)
 	}
@@ -85,7 +97,7 @@ func conformanceBuilt(t testing.TB, pkg, manifest string, noSandbox bool, profil
 	if err := os.WriteFile(filepath.Join(dir, manifests.FileName), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return conformanceDir(t, dir, noSandbox, profiles)
+	return dir
 }
 
 // ConformanceDir runs the suite on an already laid-out plugin directory
