@@ -31,6 +31,9 @@ type HomeOptions struct {
 	// Clock and Retention configure the home audit log.
 	Clock     audit.Clock
 	Retention audit.Retention
+	// BadgerDefaults opens the database with badger's default sizes
+	// (store.Options.BadgerDefaults; the idle-memory benchmark's baseline).
+	BadgerDefaults bool
 }
 
 // Home is the shared part of $FLUFFY_HOME: the home database (registry
@@ -57,7 +60,7 @@ func OpenHome(home string, o HomeOptions) (*Home, error) {
 	}
 	db := store.NewShared(store.SharedOptions{Options: store.Options{
 		Dir: HomeDB(home), Logger: o.Logger, Label: "home database",
-		Holder: store.Holder{Project: o.Project, Command: o.Command},
+		Holder: store.Holder{Project: o.Project, Command: o.Command}, BadgerDefaults: o.BadgerDefaults,
 	}})
 	return &Home{DB: db, Audit: &HomeLog{db: db, o: audit.Options{Logger: o.Logger, Clock: o.Clock, Retention: o.Retention, TailVerify: homeTailVerify}}}, nil
 }

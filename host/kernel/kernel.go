@@ -84,6 +84,9 @@ type Options struct {
 	RetentionInterval time.Duration
 	// AuditClock stamps audit records (nil: the wall clock).
 	AuditClock audit.Clock
+	// BadgerDefaults opens the databases with badger's default sizes
+	// instead of fluffy's (the idle-memory benchmark's baseline).
+	BadgerDefaults bool
 	// TokenSweepInterval overrides how often expired capability tokens
 	// are removed (default TokenSweepInterval, 10 s).
 	TokenSweepInterval time.Duration
@@ -186,7 +189,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	}
 	// The home database is shared with every other kernel and the plugin
 	// CLI: it is opened per operation, never held for the kernel's life.
-	home, err := OpenHome(o.Home, HomeOptions{Logger: o.Logger, Project: o.Workspace, Command: "fluffy kernel", Clock: o.AuditClock, Retention: o.AuditRetention})
+	home, err := OpenHome(o.Home, HomeOptions{Logger: o.Logger, Project: o.Workspace, Command: "fluffy kernel", Clock: o.AuditClock, Retention: o.AuditRetention, BadgerDefaults: o.BadgerDefaults})
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +233,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	// Held for the kernel's life (one kernel per project); the holder
 	// record lets whoever finds it locked name this kernel.
 	if k.ProjectDB, err = store.Open(ctx, store.Options{Dir: store.DefaultDir(o.Workspace), Logger: o.Logger,
-		Holder: store.Holder{Project: o.Workspace, Command: "fluffy kernel"}}); err != nil {
+		Holder: store.Holder{Project: o.Workspace, Command: "fluffy kernel"}, BadgerDefaults: o.BadgerDefaults}); err != nil {
 		k.Close()
 		return nil, err
 	}

@@ -68,6 +68,10 @@ type Options struct {
 	Holder Holder
 	// Label names the database in errors ("project database" when empty).
 	Label string
+	// BadgerDefaults runs badger with its own default sizes (64 MiB
+	// memtables, a 256 MiB block cache, …) instead of the CLI sizes of
+	// badgerOptions: the baseline of the idle-memory benchmark.
+	BadgerDefaults bool
 	// OpenOften tunes badger for a database opened and closed for every
 	// operation (Shared): level 0 is compacted at close, so tables do not
 	// pile up between opens that are too short for background compaction.
@@ -135,6 +139,20 @@ func (db *DB) Close() error {
 	return nil
 }
 
+// CLI sizes of badger's tables and caches. Badger's defaults are for a
+// server holding gigabytes: five 64 MiB memtables, a 256 MiB block cache,
+// 1 GiB value logs, four compactors. A fluffy database holds megabytes
+// (audit records, sessions, the registry) and a kernel idles most of its
+// life, so these are sized for that; see docs/decisions/badger-sizing.md.
+const (
+	cliMemTableSize   = 8 << 20  // transactions up to 15% of this (1.2 MiB)
+	cliNumMemtables   = 2        // the active one and one being flushed
+	cliBlockCacheSize = 4 << 20  // compressed tables need some block cache
+	cliIndexCacheSize = 2 << 20  // table indexes and bloom filters
+	cliValueLogSize   = 64 << 20 // values over 1 MiB only; smaller mmap
+	cliNumCompactors  = 2        // badger's minimum
+)
+
 // badgerOptions are the options fluffy runs badger with. SyncWrites stays
 // false: callers that need durability call Sync (host/audit does so for
 // security events, grouping concurrent ones into one fsync).
@@ -147,6 +165,14 @@ func badgerOptions(o Options) badger.Options {
 		WithNumVersionsToKeep(1).
 		WithReadOnly(o.ReadOnly).
 		WithMetricsEnabled(false)
+	if !o.BadgerDefaults {
+		bo = bo.WithMemTableSize(cliMemTableSize).
+			WithNumMemtables(cliNumMemtables).
+			WithBlockCacheSize(cliBlockCacheSize).
+			WithIndexCacheSize(cliIndexCacheSize).
+			WithValueLogFileSize(cliValueLogSize).
+			WithNumCompactors(cliNumCompactors)
+	}
 	if o.OpenOften {
 		bo = bo.WithCompactL0OnClose(true)
 	}
