@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,13 +13,18 @@ import (
 // collectTimeout bounds one copy of /out to the host.
 const collectTimeout = 2 * time.Minute
 
+// collectedUnary is the one unary call whose output the kernel reads from
+// /out right after it returns (inside the caller's callback, where the
+// supervisor cannot collect): a VCS commit's objects. Tool calls are
+// collected by the supervisor (Launched.Collect); every other call skips
+// the copy, which costs an engine archive round trip (~0.1 s).
+const collectedUnary = "/fluffy.vcs.v1.VCS/Commit"
+
 // collectUnary is the gRPC interceptor that copies /out to the host after
-// each unary call a plugin answers (a VCS commit, a v1 tool call), so the
-// kernel reads it as soon as the call returns. go-plugin's own services
-// and the base service (Info, Configure) never write outputs.
+// a VCS commit.
 func (r *containerRunner) collectUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	err := invoker(ctx, method, req, reply, cc, opts...)
-	if strings.HasPrefix(method, "/plugin.") || strings.HasPrefix(method, "/grpc.") || strings.HasPrefix(method, "/fluffy.base.") {
+	if method != collectedUnary {
 		return err
 	}
 	if cerr := r.collect(ctx); cerr != nil {

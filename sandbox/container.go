@@ -220,7 +220,8 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 	}
 	cr := &containerRunner{
 		c: c, spec: spec, tpl: tpl, seccomp: seccomp, lc: lc, proxy: proxy,
-		limits: limits, outVolume: spec.OutDir != "" && c.archiver != nil,
+		limits: limits, outVolume: spec.OutDir != "" && c.archiver != nil && outputsRead(spec.Kind),
+		outPrivate: spec.OutDir != "" && c.archiver != nil && !outputsRead(spec.Kind),
 	}
 	var collect func(context.Context) error
 	if cr.outVolume {
@@ -350,7 +351,16 @@ type containerRunner struct {
 	// copied to spec.OutDir by collect (one copy at a time: collectMu).
 	outVolume bool
 	collectMu sync.Mutex
+	// outPrivate: nothing on the host reads this kind's /out, so it is the
+	// same tmpfs volume, never copied out. (An adapter that serves the
+	// archive service is one that knows tmpfs volumes: an older one would
+	// make an unbounded volume, so it keeps the watched bind mount.)
+	outPrivate bool
 }
+
+// outputsRead says whether the kernel reads what a plugin of kind writes
+// to /out: a tool's outputs, a VCS plugin's commit objects.
+func outputsRead(kind string) bool { return kind == "tool" || kind == "vcs" }
 
 var _ runner.Runner = (*containerRunner)(nil)
 
@@ -413,7 +423,7 @@ func (r *containerRunner) containerSpec() rt.Spec {
 		mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.spec.Workspace, Target: GuestWorkspace, ReadOnly: true})
 	}
 	switch {
-	case r.outVolume:
+	case r.outVolume || r.outPrivate:
 		mounts = append(mounts, rt.Mount{Type: rt.MountVolume, Target: GuestOut, TmpfsSize: r.limits.OutBytes, TmpfsMode: "0770"})
 	case r.spec.OutDir != "":
 		mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.spec.OutDir, Target: GuestOut})
@@ -511,7 +521,7 @@ func (r *containerRunner) Start(ctx context.Context) error {
 // moment one is over, then discards what it wrote there.
 func (r *containerRunner) watchQuota() {
 	out := r.spec.OutDir
-	if r.outVolume {
+	if r.outVolume || r.outPrivate {
 		out = "" // bounded by its filesystem, see collect
 	}
 	dirs := sandboxQuotaDirs(GuestSocketDir, r.hostSock, out, r.limits.OutBytes)

@@ -88,8 +88,8 @@ type Launched struct {
 	// Collect brings what the plugin wrote to its /out onto the host
 	// OutDir, for launchers whose /out is not the host directory itself
 	// (a size-limited tmpfs in the container). The supervisor calls it
-	// after each call that streams (unary calls are collected by the
-	// launcher's own gRPC interceptor); it fails with
+	// after each tool call (a VCS commit is collected by the launcher's
+	// own gRPC interceptor); it fails with
 	// SANDBOX_QUOTA_EXCEEDED when /out is full. Nil when there is
 	// nothing to collect.
 	Collect func(ctx context.Context) error

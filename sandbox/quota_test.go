@@ -21,6 +21,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
+	vcspb "github.com/fluffy-waffle/fluffy/plugins/vcs/proto"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -137,20 +138,23 @@ func TestDiskQuotaStopsTheSandbox(t *testing.T) {
 // sandbox at the limit, the call fails with SANDBOX_QUOTA_EXCEEDED, and
 // the host output directory never holds more than the limit (sampled
 // every few ms during the call and after it); an output under the limit
-// reaches the host intact.
+// reaches the host intact. A kind whose /out nothing reads (a provider)
+// gets the same ENOSPC and nothing on the host at all.
 func TestOutQuotaIsTheFilesystems(t *testing.T) {
 	needDocker(t)
 	const limit = 16 << 20
 	for _, tc := range []struct {
-		name  string
-		bytes int64
-		over  bool
+		name, kind string
+		bytes      int64
+		over       bool
 	}{
-		{"1GiB into 16MiB", 1 << 30, true},
-		{"4MiB into 16MiB", 4 << 20, false},
+		{"tool 1GiB into 16MiB", "tool", 1 << 30, true},
+		{"tool 4MiB into 16MiB", "tool", 4 << 20, false},
+		{"provider 1GiB into 16MiB", "provider", 1 << 30, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := newSpec(t, "code-executor")
+			spec.Kind = tc.kind
 			spec.Limits.OutBytes = limit
 			r := launch(t, tenv.containers, spec)
 			var peak atomic.Int64
@@ -192,6 +196,12 @@ func TestOutQuotaIsTheFilesystems(t *testing.T) {
 			}
 			if int64(out.Count)<<20 > limit {
 				t.Fatalf("the plugin wrote %d MiB into a %d MiB /out", out.Count, limit>>20)
+			}
+			if tc.kind == "provider" {
+				if err != nil || after != 0 || r.launched.Collect != nil {
+					t.Fatalf("a private /out: call error %v, %d bytes on the host, collected %v", err, after, r.launched.Collect != nil)
+				}
+				return
 			}
 			if !uerr.HasCode(err, CodeQuotaExceeded) {
 				t.Fatalf("call error = %v, want %s", err, CodeQuotaExceeded)
@@ -655,5 +665,35 @@ func TestBwrapTempFilesAreNotInTheSocketDir(t *testing.T) {
 	}
 	if st := r.launched.Status(); st.Exited || st.Quota != "" {
 		t.Fatalf("stopped for a temporary file: %+v", st)
+	}
+}
+
+// BenchmarkCollect is the cost a Docker sandbox's /out copy adds to each
+// call: one engine archive of a /out holding one small file (unchanged
+// after the first copy, so it is read but not rewritten).
+func BenchmarkCollect(b *testing.B) {
+	needDocker(b)
+	spec := newSpec(b, "code-executor")
+	r := launch(b, tenv.containers, spec)
+	if got := mustCall(b, r, "write_out", map[string]any{"path": "result.txt", "text": "done"}); !got.OK {
+		b.Fatalf("write_out: %+v", got)
+	}
+	if r.launched.Collect == nil {
+		b.Fatal("no Collect: /out is not a tmpfs volume")
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := r.launched.Collect(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestCollectedUnaryIsTheCommit: the interceptor's method name is the VCS
+// service's Commit as generated.
+func TestCollectedUnaryIsTheCommit(t *testing.T) {
+	if collectedUnary != vcspb.VCS_Commit_FullMethodName {
+		t.Fatalf("collectedUnary = %q, the generated Commit is %q", collectedUnary, vcspb.VCS_Commit_FullMethodName)
 	}
 }
