@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // TestRunscRuntime runs a plugin under gVisor when the engine has runsc
@@ -25,10 +28,25 @@ func TestRunscRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := newSpec(t, "code-executor")
+	spec.Limits.OutBytes = 16 << 20
 	r := launch(t, c, spec)
 	if got := mustCall(t, r, "echo", map[string]any{"text": "under gvisor"}); got.Data != "under gvisor" {
 		t.Fatalf("echo = %+v", got)
 	}
+	// /out's tmpfs volume under gVisor: an output reaches the host, a
+	// write past the limit fails inside and nothing of it reaches the host.
+	if got := mustCall(t, r, "write_out", map[string]any{"path": "r.txt", "text": "done"}); !got.OK {
+		t.Fatalf("write_out under runsc: %+v", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(spec.OutDir, "op1", "r.txt")); err != nil || string(b) != "done" {
+		t.Fatalf("output under runsc: %q %v", b, err)
+	}
+	defer func() {
+		got, err := call(t, r, "fill", map[string]any{"path": GuestOut + "/op1/big", "bytes": 1 << 30}, time.Minute)
+		if !strings.Contains(got.Error, "no space left on device") || !uerr.HasCode(err, CodeQuotaExceeded) || apparentSize(spec.OutDir) != 0 {
+			t.Fatalf("filling /out under runsc: %+v %v, %d bytes on the host", got, err, apparentSize(spec.OutDir))
+		}
+	}()
 	if got := mustCall(t, r, "write_file", map[string]any{"path": "/workspace/main.go"}); got.OK {
 		t.Fatalf("workspace write under runsc succeeded: %+v", got)
 	}
