@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-plugin"
@@ -68,6 +70,26 @@ func (i *Instance) stop() {
 
 // start launches, negotiates, verifies and configures one instance.
 func (s *Supervisor) start(ctx context.Context, spec Spec) (*Instance, error) {
+	// A binary just written into the store can be held open for writing
+	// by a child process another goroutine is forking at that moment (it
+	// inherits the descriptor until its own exec), and exec then fails
+	// with ETXTBSY. The window is a fork's length: retry a few times.
+	for attempt := 0; ; attempt++ {
+		inst, err := s.startOnce(ctx, spec)
+		if err == nil || attempt == 4 || !textBusy(err) || ctx.Err() != nil {
+			return inst, err
+		}
+		s.log.Debug("plugin binary busy at exec; retrying", "plugin", spec.Name, "attempt", attempt+1)
+		time.Sleep(time.Duration(20*(attempt+1)) * time.Millisecond)
+	}
+}
+
+// textBusy reports an exec refused because the file was open for writing.
+func textBusy(err error) bool {
+	return errors.Is(err, syscall.ETXTBSY) || strings.Contains(err.Error(), "text file busy")
+}
+
+func (s *Supervisor) startOnce(ctx context.Context, spec Spec) (*Instance, error) {
 	sets, ok := pluginSets(spec.Kind)
 	if !ok {
 		return nil, fmt.Errorf("no shim for kind %q", spec.Kind)
