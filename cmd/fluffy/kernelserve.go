@@ -185,7 +185,7 @@ func serveTasks(d *daemon.Daemon, k *kernel.Kernel, t *kernel.Tasks, openErr err
 			tctx = ctx
 		}
 		done, err := t.Run(tctx, kernel.TaskRequest{Prompt: p.Prompt, Yes: p.Yes, Interactive: p.Interactive, Mode: p.Mode,
-			Provider: providerPlugin(p.Provider), Model: p.Model, ProviderConfig: p.ProviderConfig, Record: p.Record, MaxCostUSD: p.MaxCostUSD},
+			Provider: providerPlugin(p.Provider), Model: p.Model, ProviderConfig: p.ProviderConfig, Record: p.Record, MaxCostUSD: p.MaxCostUSD, ProviderName: p.Provider},
 			func(ev agent.Event) { _ = req.Emit(ev) })
 		if err != nil {
 			return nil, err

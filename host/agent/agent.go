@@ -71,6 +71,9 @@ type Agent struct {
 	// baseMaxCost is the configured cost limit, restored after a task
 	// that set its own.
 	baseMaxCost float64
+	// serverWindow and serverWindowFix: see TaskModel.
+	serverWindow    int64
+	serverWindowFix string
 }
 
 // New returns an agent for one session.
@@ -147,6 +150,8 @@ type taskRun struct {
 	// with the same result is caught by the repeat detector instead).
 	newChange bool
 	retries   int
+	// windowWarned: the server-window notice was given in this task.
+	windowWarned bool
 }
 
 // Run drives one task to its end and returns the final event (also
@@ -189,6 +194,7 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 			}
 			return a.failed(err)
 		}
+		a.warnWindow(t, req)
 		res, err := a.stream(ctx, t, req)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -585,3 +585,31 @@ func TestCostLimit(t *testing.T) {
 		t.Fatalf("unpriced: %+v", done)
 	}
 }
+
+// A server that gives the model less context than the request needs is
+// named before the request goes out, once a task, with the fix.
+func TestServerWindowIsWarnedBeforeSending(t *testing.T) {
+	turns := []func(provider.ChatRequest) []provider.Event{
+		calls(tc{"c1", "fs.read", `{"path":"a.go"}`}),
+		calls(tc{"c2", "fs.read", `{"path":"a.go"}`}),
+	}
+	m := &scripted{turns: turns}
+	a, _, _, rec := newTestAgent(m, map[string]string{"a.go": strings.Repeat("x", 4000)})
+	a.SetModel(TaskModel{Name: "qwen3", ContextWindow: 40960, ServerWindow: 50, ServerWindowFix: "Start Ollama with OLLAMA_CONTEXT_LENGTH=32768."})
+	a.Run(context.Background(), "read it")
+	var notices []int
+	for i, e := range rec.evs {
+		if e.Type == EventNotice && strings.Contains(e.Text, "50-token context the server gives qwen3") && strings.Contains(e.Text, "OLLAMA_CONTEXT_LENGTH") {
+			notices = append(notices, i)
+		}
+	}
+	if len(notices) != 1 || len(m.requests) == 0 {
+		t.Fatalf("%d window notices, %d requests", len(notices), len(m.requests))
+	}
+	// The notice precedes the first turn's events.
+	for _, e := range rec.evs[:notices[0]] {
+		if e.Type == EventToolResult {
+			t.Fatal("the notice came after a turn had run")
+		}
+	}
+}

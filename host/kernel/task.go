@@ -79,6 +79,9 @@ type TaskRequest struct {
 	Record bool
 	// MaxCostUSD, when > 0, is this task's cost limit (--max-cost).
 	MaxCostUSD float64
+	// ProviderName is the provider as the user named it (openai, ollama…),
+	// where Provider is its plugin.
+	ProviderName string
 }
 
 // Tasks runs the AI loop of the kernel's session: one task at a time,
@@ -237,7 +240,7 @@ func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)
 	t.mu.Lock()
 	t.dirty = dirty
 	t.mu.Unlock()
-	tm, notice := t.taskModel(provider, model, req.ProviderConfig, req.MaxCostUSD)
+	tm, notice := t.taskModel(provider, req.ProviderName, model, req.ProviderConfig, req.MaxCostUSD)
 	t.ag.SetModel(tm)
 	if notice != "" {
 		t.publish(agent.Event{Type: agent.EventNotice, Text: notice})

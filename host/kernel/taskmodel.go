@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -17,7 +18,7 @@ import (
 
 // taskModel is what the agent is told of the model a task runs on, and the
 // notice for a model fluffy does not know ("" otherwise).
-func (t *Tasks) taskModel(provider, model string, cfg []byte, maxCost float64) (agent.TaskModel, string) {
+func (t *Tasks) taskModel(provider, providerName, model string, cfg []byte, maxCost float64) (agent.TaskModel, string) {
 	var c struct {
 		Model   string `json:"model"`
 		BaseURL string `json:"base_url"`
@@ -43,10 +44,33 @@ func (t *Tasks) taskModel(provider, model string, cfg []byte, maxCost float64) (
 	if t.o.ContextWindow > 0 { // the kernel's own setting wins over the table
 		m.ContextWindow = t.o.ContextWindow
 	}
+	// Ollama gives a model the server's num_ctx, not the model's window,
+	// and cuts a longer prompt without a word; unless the user said what
+	// the server gives (model_profile.context_window), assume its default.
+	if ollama(providerName, c.BaseURL) && t.o.ProfileOverride.ContextWindow == nil && m.ContextWindow > OllamaDefaultContext {
+		m.ServerWindow = OllamaDefaultContext
+		m.ServerWindowFix = fmt.Sprintf("Start Ollama with OLLAMA_CONTEXT_LENGTH=%d (or give the model PARAMETER num_ctx %d in a Modelfile), then `fluffy config set model_profile.context_window %d`.",
+			min(m.ContextWindow, 32768), min(m.ContextWindow, 32768), min(m.ContextWindow, 32768))
+	}
 	if p.Priced {
 		m.Cost = p.Cost
 	}
 	return m, notice
+}
+
+// OllamaDefaultContext is the context Ollama gives a model when neither
+// the server (OLLAMA_CONTEXT_LENGTH) nor the model's Modelfile (num_ctx)
+// sets one.
+const OllamaDefaultContext = 4096
+
+// ollama: the task's provider is an Ollama server (named so, or on
+// Ollama's port).
+func ollama(providerName, base string) bool {
+	if providerName == "ollama" {
+		return true
+	}
+	u, err := url.Parse(base)
+	return err == nil && u.Port() == "11434"
 }
 
 // loopback: a model served from this machine (Ollama on localhost, a
