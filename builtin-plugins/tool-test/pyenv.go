@@ -14,6 +14,10 @@ import (
 // (uv, poetry with virtualenvs.in-project, python -m venv), in order.
 var pyVenvNames = []string{".venv", "venv"}
 
+// envPythonVenv names the configured virtualenv's path in the sandbox
+// (the kernel mounts it there read-only).
+const envPythonVenv = "FLUFFY_PYTHON_VENV"
+
 // pyEnv is the Python environment a pytest run uses.
 type pyEnv struct {
 	// python is the interpreter to run ("python3" from PATH without a venv).
@@ -82,10 +86,17 @@ func readPyvenvCfg(file string) (map[string]string, []byte, error) {
 // executable and takes site-packages (and .pth files) from there.
 func (j *job) pythonEnv() (pyEnv, error) {
 	venv, ok := findVenv(j.ws, j.target)
+	vdir := filepath.Join(j.ws, filepath.FromSlash(venv))
+	// A virtualenv the user's configuration names (test.python_venv) is
+	// mounted read-only at its own path and wins over the project's.
+	if named := os.Getenv(envPythonVenv); named != "" && filepath.IsAbs(named) {
+		if st, err := os.Lstat(filepath.Join(named, "pyvenv.cfg")); err == nil && st.Mode().IsRegular() {
+			venv, vdir, ok = named, named, true
+		}
+	}
 	if !ok {
 		return pyEnv{python: "python3"}, nil
 	}
-	vdir := filepath.Join(j.ws, filepath.FromSlash(venv))
 	cfg, raw, err := readPyvenvCfg(filepath.Join(vdir, "pyvenv.cfg"))
 	if err != nil {
 		return pyEnv{}, fmt.Errorf("the project's virtualenv %s: %w", venv, err)

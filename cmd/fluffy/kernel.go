@@ -90,7 +90,7 @@ func kernelRun(e *env, args []string) error {
 		}
 	}
 	k, err := kernel.Open(ctx, kernel.Options{
-		Home: e.home, Workspace: ws, Logger: e.log, ProjectSession: true, Sandbox: cfg.String("sandbox"), Getenv: e.getenv,
+		Home: e.home, Workspace: ws, PythonVenv: cfg.String("test.python_venv"), Logger: e.log, ProjectSession: true, Sandbox: cfg.String("sandbox"), Getenv: e.getenv,
 		BuiltinDirs: builtinPluginDirs(e), PluginConfig: pluginCfg,
 		// Clients get their prompt while the adapter starts and the image
 		// is readied; the first plugin start waits for them.

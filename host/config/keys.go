@@ -68,6 +68,7 @@ func Keys() []Key {
 			Doc: "what a running task does when its CLI disconnects (continue: reattach with `fluffy attach`)"},
 		{Name: "merge.auto_max_lines", Kind: KindInt, Default: "500", Doc: "largest diff (lines) merged without human review when tests pass and no sensitive path is touched"},
 		{Name: "test.runner", Kind: KindEnum, Enum: []string{"auto", "go", "pytest", "node", "cargo"}, Default: "auto", Doc: "the test runner test.run uses"},
+		{Name: "test.python_venv", Kind: KindPath, Doc: "a Python virtualenv outside the project that test.run uses (poetry's, a named one); it and the Python it was made from are mounted read-only; empty: .venv or venv in the project"},
 		{Name: "test.timeout", Kind: KindDuration, Default: "300s", Doc: "deadline of one test run"},
 		{Name: "scheduler.global_max", Kind: KindInt, Default: "4", Doc: "sandboxed tasks the scheduler runs at once, all templates together (at least 1)"},
 		{Name: "scheduler.per_template.ai-provider", Kind: KindInt, Default: "2", Doc: "tasks running at once in ai-provider sandboxes (at least 1)"},

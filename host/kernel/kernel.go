@@ -37,7 +37,10 @@ type Options struct {
 	Home string
 	// Workspace is the project root plugins see read-only.
 	Workspace string
-	Logger    hclog.Logger
+	// PythonVenv is a virtualenv outside the project that test.run uses
+	// (test.python_venv), "" for the project's own .venv or venv.
+	PythonVenv string
+	Logger     hclog.Logger
 	// Sandbox picks the L2 runtime: docker (default), bwrap, or none.
 	Sandbox string
 	// SandboxInBackground prepares the docker sandbox (runtime adapter,
@@ -284,7 +287,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		k.sb, launcher, kernelID = sb, sb.launcher, sb.lease.KernelID
 		k.sandboxed = o.Sandbox != SandboxNone
 	}
-	if _, err := toolchains(k.Policy.Policy(), o.Home, o.Workspace, o.Getenv(EnvHostRoot), k.log); err != nil {
+	if _, err := toolchains(k.Policy.Policy(), o.Home, o.Workspace, o.PythonVenv, o.Getenv(EnvHostRoot), k.log); err != nil {
 		k.Close()
 		return nil, err
 	}
@@ -304,7 +307,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		HealthInterval: 30 * time.Second,
 		// Read at every start, so a changed policy applies to the next one.
 		Toolchains: func() ([]sandbox.Toolchain, error) {
-			return toolchains(k.Policy.Policy(), o.Home, o.Workspace, o.Getenv(EnvHostRoot), k.log)
+			return toolchains(k.Policy.Policy(), o.Home, o.Workspace, o.PythonVenv, o.Getenv(EnvHostRoot), k.log)
 		},
 		BuildCache: BuildCacheDir(o.Home, o.Workspace),
 		HostGoCache: sync.OnceValue(func() sandbox.Toolchain {

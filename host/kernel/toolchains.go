@@ -38,7 +38,7 @@ func BuildCacheDir(home, project string) string {
 // sandbox.ParseToolchains) and refuses directories that would expose what
 // sandboxes must not see: the project itself (plugins see only the
 // filtered view) and $FLUFFY_HOME (stores, audit, caches, sockets).
-func toolchains(pol *policy.Policy, home, project, hostRoot string, log hclog.Logger) ([]sandbox.Toolchain, error) {
+func toolchains(pol *policy.Policy, home, project, venv, hostRoot string, log hclog.Logger) ([]sandbox.Toolchain, error) {
 	node, _ := pol.Section(sandbox.PolicySection)
 	userHome, _ := os.UserHomeDir()
 	tcs, skipped, err := sandbox.ParseToolchains(node, userHome, hostRoot)
@@ -66,6 +66,13 @@ func toolchains(pol *policy.Policy, home, project, hostRoot string, log hclog.Lo
 		}
 	}
 	tcs = append(tcs, venvToolchains(project, home, userHome, hostRoot, tcs, log)...)
+	if venv != "" {
+		named, err := namedVenvToolchains(venv, project, home, userHome, hostRoot, tcs, log)
+		if err != nil {
+			return nil, err
+		}
+		tcs = append(tcs, named...)
+	}
 	if node, ok := nodeToolchain(os.Getenv("PATH"), project, home, userHome, hostRoot, tcs, log); ok {
 		tcs = append(tcs, node)
 	}

@@ -18,7 +18,7 @@ func TestToolchainsFromPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcs, err := toolchains(def, "/nonexistent-home", "/nonexistent-project", "", hclog.NewNullLogger())
+	tcs, err := toolchains(def, "/nonexistent-home", "/nonexistent-project", "", "", hclog.NewNullLogger())
 	if err != nil {
 		t.Fatalf("default policy: %v", err)
 	}
@@ -51,7 +51,7 @@ func TestToolchainsFromPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = toolchains(p, home, project, "", hclog.NewNullLogger())
+		_, err = toolchains(p, home, project, "", "", hclog.NewNullLogger())
 		if !uerr.HasCode(err, "POLICY_TOOLCHAINS_INVALID") || !strings.Contains(err.Error(), "p.yaml") || !strings.Contains(err.Error(), "overlaps") {
 			t.Errorf("%s: want POLICY_TOOLCHAINS_INVALID naming the file, got %v", c.name, err)
 		}

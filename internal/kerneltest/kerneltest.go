@@ -114,6 +114,8 @@ type Options struct {
 	// cache sandboxes read under the project's ("off": none; "": the
 	// host's `go env GOCACHE`).
 	HostGoCache string
+	// PythonVenv is the kernel's test.python_venv.
+	PythonVenv string
 }
 
 // Start opens a kernel on workspace with the docker sandbox and installs
@@ -139,7 +141,7 @@ func Start(tb testing.TB, workspace string, o Options, plugins ...string) *Env {
 		dirs = append(dirs, Stage(tb, p))
 	}
 	tb.Logf("opening kernel home=%s ws=%s", home, workspace)
-	k, err := kernel.Open(ctx, kernel.Options{Home: home, Workspace: workspace, Sandbox: o.Sandbox,
+	k, err := kernel.Open(ctx, kernel.Options{Home: home, Workspace: workspace, Sandbox: o.Sandbox, PythonVenv: o.PythonVenv,
 		Getenv: func(k string) string { return env[k] }, Logger: o.Logger})
 	if err != nil {
 		if uerr.HasCode(err, "RUNTIME_UNREACHABLE") && os.Getenv("FLUFFY_REQUIRE_DOCKER") == "" {
