@@ -142,6 +142,15 @@ func kernelRun(e *env, args []string) error {
 		}
 		return st
 	})
+	if tasks != nil {
+		// A task outlives its client (agent.on_disconnect: continue), and
+		// Serve waits for every connection: a signal must end the task too,
+		// or a kernel whose task waits for a review never exits.
+		go func() {
+			<-ctx.Done()
+			_ = tasks.Cancel()
+		}()
+	}
 	d.Handle("kernel.status", statusWith(d, map[string]any{"l1": inL1, "sandbox": cfg.String("sandbox"), "version": Version}))
 	e.log.Info("kernel ready", "project", ws, "socket", d.Paths().Socket, "l1", inL1)
 	return d.Serve(ctx)
