@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -88,6 +89,13 @@ func runREPL(e *env, f taskFlags) int {
 	defer func() { cancel(); s.client().Close() }()
 	rp := &repl{e: e, s: s, ctx: ctx, f: f, fatal: make(chan error, 1), r: newRenderer(e.stdout, colorOn(e, s.cfg), true)}
 	s.supervise(ctx, func(err error) { rp.fatal <- err })
+	// Ctrl-C never ends the shell: while a task runs its handler cancels
+	// the task, at the prompt the line editor reads it as a key; between
+	// the two (a task just ended, the prompt not drawn yet) the default
+	// action would kill fluffy and leave its task waiting on a review.
+	ignore := make(chan os.Signal, 1)
+	signal.Notify(ignore, os.Interrupt)
+	defer signal.Stop(ignore)
 	rp.ln = liner.NewLiner()
 	defer rp.ln.Close()
 	rp.ln.SetCtrlCAborts(true)

@@ -60,3 +60,45 @@ func TestSignalEndsAKernelWaitingForAReview(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// An interrupt that reaches the shell outside a task (a Ctrl-C pressed as
+// a task ends, before the prompt is drawn) does not kill it: the shell is
+// still at its prompt and leaves normally afterwards.
+func TestInterruptDoesNotEndTheShell(t *testing.T) {
+	needDockerCLI(t)
+	fluffy := fluffyLayout(t, "provider-replay", "vcs-git")
+	home, err := os.MkdirTemp("", "fh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	ws := demoProject(t, fluffy, home, alwaysCassette(t))
+	t.Cleanup(func() {
+		stop := exec.Command(fluffy, "kernel", "stop")
+		stop.Dir, stop.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home)
+		_ = stop.Run()
+	})
+	s := newTmux(t, ws, []string{"FLUFFY_HOME=" + home, "NO_COLOR=1"}, fluffy, "--l1", "none", "--project", ws)
+	s.wait(2*time.Minute, "the prompt", func(sc string) bool { return strings.Contains(sc, "[strict] [idle] >") })
+	// The shell's own process, not the sh or tmux whose command lines name
+	// it too.
+	out, err := exec.Command("pgrep", "-f", "--", "--l1 none --project "+ws).Output()
+	var pid int
+	for _, f := range strings.Fields(string(out)) {
+		if exe, _ := os.Readlink("/proc/" + f + "/exe"); exe == fluffy {
+			pid, _ = strconv.Atoi(f)
+		}
+	}
+	if err != nil || pid == 0 {
+		t.Fatalf("the shell's process: pgrep %v %q", err, out)
+	}
+	if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if sc := s.screen(); strings.Contains(sc, "FLUFFY-EXITED-") || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("an interrupt outside a task ended the shell:\n%s", sc)
+	}
+	s.send("/exit", "Enter")
+	s.wait(time.Minute, "fluffy to exit", func(sc string) bool { return strings.Contains(sc, "FLUFFY-EXITED-0") })
+}
