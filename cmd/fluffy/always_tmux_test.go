@@ -44,6 +44,27 @@ func alwaysCassette(t *testing.T) string {
 	return p
 }
 
+// reviewProject is a fluffy layout, a fresh home and the demo project
+// whose replayed model writes docs (alwaysCassette), its kernel stopped
+// when the test ends.
+func reviewProject(t *testing.T) (fluffy, home, ws string) {
+	t.Helper()
+	needDockerCLI(t)
+	fluffy = fluffyLayout(t, "provider-replay", "vcs-git")
+	home, err := os.MkdirTemp("", "fh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	ws = demoProject(t, fluffy, home, alwaysCassette(t))
+	t.Cleanup(func() {
+		stop := exec.Command(fluffy, "kernel", "stop")
+		stop.Dir, stop.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home)
+		_ = stop.Run()
+	})
+	return fluffy, home, ws
+}
+
 // TestREPLApproveAlwaysProposesThePolicyRule is "don't ask again" as a
 // person uses it, through the daemon's review.respond: the tool review
 // offers always and shows the rule it adds; /approve always brings the
@@ -51,19 +72,8 @@ func alwaysCassette(t *testing.T) string {
 // writes .fluffy/policy.yaml (the default policy plus exactly that), the
 // same write is not asked again, a write of another path is.
 func TestREPLApproveAlwaysProposesThePolicyRule(t *testing.T) {
-	needDockerCLI(t)
-	fluffy := fluffyLayout(t, "provider-replay", "vcs-git")
-	home, err := os.MkdirTemp("", "fh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	ws := demoProject(t, fluffy, home, alwaysCassette(t))
-	t.Cleanup(func() {
-		stop := exec.Command(fluffy, "kernel", "stop")
-		stop.Dir, stop.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home)
-		_ = stop.Run()
-	})
+	fluffy, home, ws := reviewProject(t)
+	var err error
 	file := policy.ProjectPath(ws)
 	if _, err := os.Stat(file); err == nil {
 		t.Fatalf("precondition: %s exists", file)

@@ -17,19 +17,7 @@ import (
 // attach`) still exits on SIGTERM: the signal cancels the task, so the
 // server's wait for that connection ends. Before, it hung for good.
 func TestSignalEndsAKernelWaitingForAReview(t *testing.T) {
-	needDockerCLI(t)
-	fluffy := fluffyLayout(t, "provider-replay", "vcs-git")
-	home, err := os.MkdirTemp("", "fh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	ws := demoProject(t, fluffy, home, alwaysCassette(t))
-	t.Cleanup(func() {
-		stop := exec.Command(fluffy, "kernel", "stop")
-		stop.Dir, stop.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home)
-		_ = stop.Run()
-	})
+	fluffy, home, ws := reviewProject(t)
 	adapter := filepath.Join(filepath.Dir(fluffy), "plugins", "runtime-docker", "runtime-docker")
 	s := newTmux(t, ws, []string{"FLUFFY_HOME=" + home, "FLUFFY_RUNTIME_ADAPTER=" + adapter, "NO_COLOR=1"}, fluffy, "--l1", "none")
 	s.wait(2*time.Minute, "the prompt", func(sc string) bool { return strings.Contains(sc, "[strict] [idle] >") })
@@ -65,19 +53,7 @@ func TestSignalEndsAKernelWaitingForAReview(t *testing.T) {
 // a task ends, before the prompt is drawn) does not kill it: the shell is
 // still at its prompt and leaves normally afterwards.
 func TestInterruptDoesNotEndTheShell(t *testing.T) {
-	needDockerCLI(t)
-	fluffy := fluffyLayout(t, "provider-replay", "vcs-git")
-	home, err := os.MkdirTemp("", "fh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	ws := demoProject(t, fluffy, home, alwaysCassette(t))
-	t.Cleanup(func() {
-		stop := exec.Command(fluffy, "kernel", "stop")
-		stop.Dir, stop.Env = ws, append(os.Environ(), "FLUFFY_HOME="+home)
-		_ = stop.Run()
-	})
+	fluffy, home, ws := reviewProject(t)
 	s := newTmux(t, ws, []string{"FLUFFY_HOME=" + home, "NO_COLOR=1"}, fluffy, "--l1", "none", "--project", ws)
 	s.wait(2*time.Minute, "the prompt", func(sc string) bool { return strings.Contains(sc, "[strict] [idle] >") })
 	// The shell's own process, not the sh or tmux whose command lines name

@@ -564,8 +564,8 @@ func describeRun(r *testrun.Run) string {
 	return "the run has status " + string(r.Status)
 }
 
-// redGuard is seed 000's test_writing -> code_writing condition, "tests
-// exist, were run, at least one fails", on the structured run: it must be
+// redGuard is the test_writing -> code_writing condition, "tests exist,
+// were run, at least one fails", on the structured run: it must be
 // red, computed on the current tree, and show a failing test or a build
 // error (a package that has tests does not compile). Who wrote the failing
 // test does not matter: a task may be "make the failing tests pass". A run
