@@ -347,9 +347,20 @@ func (b *bootstrap) stopOwn() {
 	if b.l1 && b.cli != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		out, _ := exec.CommandContext(ctx, b.cli, "ps", "-aq", "--filter", "label=io.fluffy.l1=1", "--filter", "label=io.fluffy.project="+b.project).Output()
-		for _, id := range strings.Fields(string(out)) {
-			_ = exec.CommandContext(ctx, b.cli, "rm", "-f", id).Run()
+		// A killed kernel's container is already being removed (--rm):
+		// `rm -f` then fails with "removal in progress" while the
+		// container is still listed. Wait until none is listed, so a
+		// restart or a give-up leaves nothing behind.
+		for ctx.Err() == nil {
+			out, err := exec.CommandContext(ctx, b.cli, "ps", "-aq", "--filter", "label=io.fluffy.l1=1", "--filter", "label=io.fluffy.project="+b.project).Output()
+			ids := strings.Fields(string(out))
+			if err != nil || len(ids) == 0 {
+				return
+			}
+			for _, id := range ids {
+				_ = exec.CommandContext(ctx, b.cli, "rm", "-f", id).Run()
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		return
 	}
