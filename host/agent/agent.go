@@ -230,6 +230,13 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 				d := a.failed(err)
 				d.Reason += fmt.Sprintf(" (a passing failure: the provider sent the request %d times; try again later)", max(ri.Attempts, 1))
 				return d
+			} else if ri.Retryable {
+				// This loop's own retries ran out (a stream that broke off
+				// after text, which the plugin may not repeat): the plugin's
+				// advice is for a turn, the person needs to hear it passes.
+				d := a.failed(err)
+				d.Reason += fmt.Sprintf(" (a passing failure: the turn was tried %d times; try again later)", t.retries+1)
+				return d
 			}
 			return a.failed(err)
 		}

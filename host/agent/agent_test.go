@@ -553,6 +553,24 @@ func TestSpentProviderRetriesAreNotRepeated(t *testing.T) {
 	}
 }
 
+// TestExhaustedTurnRetriesSayItPasses: a retryable failure the plugin
+// did not retry itself (a stream that broke off after text) is repeated
+// by the loop three times; then the task fails, and the reason says the
+// failure is passing, not only the plugin's "retry the turn".
+func TestExhaustedTurnRetriesSayItPasses(t *testing.T) {
+	broke := func(provider.ChatRequest) []provider.Event {
+		return []provider.Event{{TextDelta: "Let me"}, {Err: provider.NewError(provider.CodeStreamIncomplete, "OpenAI's stream broke off", "unexpected EOF", "retry the turn",
+			provider.RetryInfo{Retryable: true, Attempts: 1})}}
+	}
+	m := &scripted{turns: []func(provider.ChatRequest) []provider.Event{broke, broke, broke, broke, text("never asked")}}
+	a, _, _, _ := newTestAgent(m, nil)
+	a.o.Workflow = idleWorkflow{}
+	done := a.Run(context.Background(), "what does this do?")
+	if len(m.requests) != 4 || done.Status != StatusFailed || !strings.Contains(done.Reason, "tried 4 times; try again later") {
+		t.Fatalf("%d requests, done %+v; want 4 requests and a failure that says it passes", len(m.requests), done)
+	}
+}
+
 // A cost limit acts once the model's prices are known: each turn's usage
 // is priced, the budget events carry the turn's and the task's cost, and
 // the task stops with the limit named and how to go on.

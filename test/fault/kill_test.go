@@ -30,7 +30,7 @@ func TestKernelKilledDuringTestRun(t *testing.T) {
 	time.Sleep(time.Second) // inside go test by now
 	u.killKernel()
 	tk.wait(t, time.Minute)
-	told(t, tk, "IPC_CLOSED")
+	_, _ = told(t, tk, "IPC_CLOSED")
 	s := u.recovered(map[string][]string{"wordfreq.go": {wordfreq}, "slow_test.go": {""}})
 	t.Logf("after the kill: %+v", s)
 	u.finishes()

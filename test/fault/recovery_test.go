@@ -12,24 +12,37 @@ import (
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 )
 
-// told asserts the task's command ended with a structured error of one of
-// codes (what happened, why, and what to do), and returns its code.
-func told(t *testing.T, tk *task, codes ...string) string {
+// told asserts the task ended with a structured error of one of codes
+// (what happened, why, what to do), on stderr or as the --json error
+// event before its done event, and returns the code and the done event's
+// reason.
+func told(t *testing.T, tk *task, codes ...string) (code, reason string) {
 	t.Helper()
 	se := tk.stderr.String()
 	if tk.code == 0 {
 		t.Fatalf("the task exited 0 after the fault\nstderr:\n%s", se)
+	}
+	if d := tk.finished(t); d != nil {
+		reason = d.Done.Reason
 	}
 	for _, c := range codes {
 		if strings.Contains(se, "Code: "+c) {
 			if !strings.Contains(se, "ERROR: ") || !strings.Contains(se, "Fix: ") {
 				t.Fatalf("the %s error does not say what happened and what to do:\n%s", c, se)
 			}
-			return c
+			return c, reason
+		}
+		for _, ev := range tk.events(t) {
+			if ev.Type == "error" && ev.Error != nil && ev.Error.Code == c {
+				if ev.Error.What == "" || ev.Error.Fix == "" || reason == "" {
+					t.Fatalf("the %s error does not say what happened and what to do: %+v, reason %q", c, ev.Error, reason)
+				}
+				return c, reason
+			}
 		}
 	}
 	t.Fatalf("the task's error is none of %v\nstderr:\n%s\nstdout tail:\n%s", codes, se, tail(tk.stdout.String(), 2000))
-	return ""
+	return "", ""
 }
 
 // session is the part of `fluffy session show` the suite checks.

@@ -19,6 +19,9 @@ type Script struct {
 	Hang bool
 	// Reset drops the connection (TCP RST) before any byte of the answer.
 	Reset bool
+	// Drop closes the connection after the chunks without ending the
+	// response: the client reads an unexpected EOF mid-stream.
+	Drop bool
 }
 
 // Request is what the server was asked.
@@ -114,6 +117,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if f != nil {
 			f.Flush()
 		}
+	}
+	if sc.Drop {
+		// The server closes the connection without the terminating
+		// chunk when a handler aborts.
+		panic(http.ErrAbortHandler)
 	}
 	if sc.Hang {
 		<-r.Context().Done()
