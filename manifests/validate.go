@@ -342,6 +342,9 @@ func (c *checker) tools(m *Manifest) {
 		}
 		return
 	}
+	if len(m.Tools) == 0 && slices.Contains(m.RequiredCapabilities, CapDynamicTools) {
+		return
+	}
 	if len(m.Tools) == 0 {
 		c.add("tools", CodeNoTools, "a tool plugin declares no tools", "the tools list is how the kernel learns what the plugin offers",
 			`add a tools list, e.g. tools: [{name: fs.read, summary: "Read a file", parameters: {type: object}}]`)
@@ -436,7 +439,13 @@ func (c *checker) provider(m *Manifest) {
 // provider's network, sandbox.toolchain and sandbox.build_cache for the
 // mounts of templates that run code.
 var KnownCapabilities = []string{"fs.read", "fs.list", "fs.exists", "fs.stat", "fs.write", "fs.delete",
-	CapNetConnect, "sandbox.toolchain", "sandbox.build_cache"}
+	CapNetConnect, "sandbox.toolchain", "sandbox.build_cache", CapDynamicTools}
+
+// CapDynamicTools is the capability of a tool plugin whose tools are
+// listed at run time (the MCP bridge): it may declare no static tools.
+// The kernel honours it only for fluffy's own bridge, under a name prefix
+// the kernel chooses, and validates every listed schema like a manifest's.
+const CapDynamicTools = "tool.dynamic"
 
 // CapNetConnect is the capability a provider declares for its
 // provider.network endpoints.

@@ -59,7 +59,7 @@ const KernelName = "kernel"
 func BuiltinNames() []string {
 	return []string{
 		"provider-anthropic", "provider-openai", "provider-replay", "runtime-docker",
-		"tool-fs", "tool-search", "tool-shell", "tool-test", "vcs-git",
+		"tool-fs", "tool-mcp", "tool-search", "tool-shell", "tool-test", "vcs-git",
 	}
 }
 

@@ -208,6 +208,9 @@ func (s *Supervisor) codeMounts(spec Spec, ls *sandbox.LaunchSpec) error {
 		}
 		ls.Toolchains = tcs
 	}
+	if len(spec.ReadOnly) > 0 {
+		ls.Toolchains = append(slices.Clone(ls.Toolchains), spec.ReadOnly...)
+	}
 	if slices.Contains(spec.Capabilities, sandbox.CapBuildCache) && slices.Contains(spec.Tags, "core_plugin") {
 		ls.BuildCache = s.opts.BuildCache
 		if s.opts.HostGoCache != nil && ls.BuildCache != "" {
@@ -220,8 +223,8 @@ func (s *Supervisor) codeMounts(spec Spec, ls *sandbox.LaunchSpec) error {
 // checkInfo catches a plugin whose self-description contradicts its manifest.
 func checkInfo(spec Spec, info base.Info, negotiated int) error {
 	var problems []string
-	if info.Name != spec.Name {
-		problems = append(problems, fmt.Sprintf("name %q (manifest: %q)", info.Name, spec.Name))
+	if info.Name != spec.manifestName() {
+		problems = append(problems, fmt.Sprintf("name %q (manifest: %q)", info.Name, spec.manifestName()))
 	}
 	if info.Kind != spec.Kind {
 		problems = append(problems, fmt.Sprintf("kind %q (manifest: %q)", info.Kind, spec.Kind))

@@ -57,6 +57,23 @@ type Spec struct {
 	// Capabilities are the manifest's required_capabilities; the
 	// supervisor reads sandbox.toolchain and sandbox.build_cache.
 	Capabilities []string
+	// Manifest, when set, is the manifest name the binary reports: Name is
+	// then one configured instance of that plugin (the MCP bridge runs as
+	// mcp-SERVER, one spec per server), started, limited and broken like
+	// any plugin under its own name.
+	Manifest string
+	// ReadOnly are host files or directories mounted read-only at the
+	// same path for this spec alone (an MCP server's program), beside the
+	// toolchains; only for templates that run code.
+	ReadOnly []sandbox.Toolchain
+}
+
+// manifestName is the name the running binary must report.
+func (s Spec) manifestName() string {
+	if s.Manifest != "" {
+		return s.Manifest
+	}
+	return s.Name
 }
 
 // Options configure a Supervisor. Zero values get the defaults noted.
