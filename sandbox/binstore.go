@@ -3,6 +3,7 @@ package sandbox
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -173,7 +174,7 @@ func (b *BinaryStore) remember(path string, fi fs.FileInfo, sum string) {
 }
 
 // copyHashed copies src into a temporary file beside dst, hashing exactly
-// the bytes it writes, and renames it to dst when they hash to want (any
+// the bytes it writes, and publishes it as dst when they hash to want (any
 // sum, to Path(sum), when want and dst are ""). It returns the sum of what
 // it read.
 func (b *BinaryStore) copyHashed(src, dst, want string) (string, error) {
@@ -218,9 +219,8 @@ func (b *BinaryStore) copyHashed(src, dst, want string) (string, error) {
 	if err := tmp.Close(); err != nil {
 		return "", err
 	}
-	// A copy already there (another kernel, or a damaged one) is replaced:
-	// rename is atomic, and a running plugin keeps the inode it started.
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	// A copy already there is kept if intact, replaced if damaged.
+	if err := b.publish(tmp.Name(), dst, want); err != nil {
 		return "", err
 	}
 	fi, err := os.Lstat(dst)
@@ -240,4 +240,22 @@ func sameID(a, b fs.FileInfo) bool {
 	x, ok1 := identity(a)
 	y, ok2 := identity(b)
 	return ok1 && ok2 && x == y
+}
+
+// publish puts the verified file tmp at dst unless an intact copy of the
+// same bytes is already there: that one is kept, because sandboxes of this
+// and other kernels on the same home bind-mount or run it, and a rename
+// over it would unlink the inode under them (their /proc/self/exe then
+// resolves to nothing, and a plugin that re-executes itself breaks). The
+// link fails instead of replacing, so two kernels publishing at once never
+// swap a file one of them already runs; only a damaged dst is replaced.
+func (b *BinaryStore) publish(tmp, dst, want string) error {
+	err := os.Link(tmp, dst)
+	if err == nil || !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if b.intact(dst, want) {
+		return nil
+	}
+	return os.Rename(tmp, dst)
 }

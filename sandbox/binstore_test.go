@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/manifests"
@@ -156,4 +157,58 @@ func BenchmarkMaterialize(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestBinaryStoreKeepsTheCopyOtherKernelsRun: a second kernel on the same
+// home verifying the same binary leaves the store's file in place (same
+// inode, still linked) instead of renaming a new copy over it: sandboxes
+// of the first kernel bind-mount that inode, and a rename unlinked it
+// under them (a plugin's /proc/self/exe then named "/", and test.run,
+// which re-executes itself, failed with `exec: "/": is a directory` when
+// ten kernels started at once).
+func TestBinaryStoreKeepsTheCopyOtherKernelsRun(t *testing.T) {
+	home := t.TempDir()
+	src := filepath.Join(t.TempDir(), "plugin")
+	sum := writeFile(t, src, "good")
+	inode := func(p string) (uint64, uint64) {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino, uint64(st.Nlink) //nolint:unconvert // Nlink is not uint64 everywhere
+	}
+	b1, err := OpenBinaryStore(filepath.Join(home, "cas"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := b1.Materialize("p", src, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := os.Open(p) // what a sandbox holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.Close()
+	ino, _ := inode(p)
+	for i := range 3 {
+		b, err := OpenBinaryStore(filepath.Join(home, "cas"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Materialize("p", src, sum); err != nil {
+			t.Fatalf("kernel %d: %v", i+2, err)
+		}
+		if got, links := inode(p); got != ino || links != 1 {
+			t.Fatalf("kernel %d replaced the store's copy: inode %d (links %d), was %d", i+2, got, links, ino)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(running.Fd()), &st); err != nil || st.Nlink != 1 {
+		t.Fatalf("the running copy was unlinked: links %d %v", st.Nlink, err)
+	}
+	if ents, _ := os.ReadDir(b1.Dir()); len(ents) != 1 {
+		t.Fatalf("store holds %d entries, want the one copy (no temporary left)", len(ents))
+	}
 }
