@@ -160,3 +160,28 @@ func repoErr(what string, err error) error {
 	}
 	return uerr.Wrap(err, CodeRepo, "could not "+what, err.Error(), "check the repository with `git status` and `git fsck`")
 }
+
+// Landed reports whether HEAD already is the commit of req: its tree is
+// HEAD's parent's tree with exactly req's files, as a kernel killed after
+// moving the ref but before recording it leaves the repository. It then
+// returns HEAD's id. Without a repository or a HEAD it reports false.
+func Landed(project string, req Request) (string, bool, error) {
+	st, err := open(project)
+	if err != nil || st == nil || st.head.IsZero() {
+		return "", false, err
+	}
+	head, err := st.r.CommitObject(st.head)
+	if err != nil {
+		return "", false, repoErr("read HEAD's commit", err)
+	}
+	// The tree HEAD would get from req equals HEAD's own tree only when
+	// req's files are already committed as they are.
+	e, err := st.expected(req)
+	if err != nil {
+		return "", false, err
+	}
+	if e.root != head.TreeHash || normMessage(head.Message) != normMessage(req.Message) {
+		return "", false, nil
+	}
+	return st.head.String(), true, nil
+}

@@ -353,3 +353,27 @@ func TestLinkedWorktree(t *testing.T) {
 	}
 	gitc(t, main, "fsck", "--strict", "--no-progress")
 }
+
+// TestLandedKnowsAnAppliedCommit: before the commit of a request is
+// applied Landed says no; once the ref moved (a kernel killed right
+// after) it says HEAD is that commit, so a recovery does not commit twice.
+func TestLandedKnowsAnAppliedCommit(t *testing.T) {
+	project := newRepo(t)
+	req := mergedRequest(t, project)
+	if id, ok, err := Landed(project, req); err != nil || ok {
+		t.Fatalf("before the commit: Landed = %q, %v, %v", id, ok, err)
+	}
+	out := t.TempDir()
+	id := buildOutput(t, project, out, req, forge{})
+	if _, err := Apply(context.Background(), project, filepath.Join(out, vcs.CommitDir, id), id, req); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := Landed(project, req); err != nil || !ok || got != id {
+		t.Fatalf("after the commit: Landed = %q, %v, %v; want %s", got, ok, err, id)
+	}
+	other := req
+	other.Message = "another change"
+	if _, ok, _ := Landed(project, other); ok {
+		t.Fatal("a commit with another message counts as landed")
+	}
+}

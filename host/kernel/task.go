@@ -163,6 +163,7 @@ func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
 			t.log.Warn("finished an interrupted merge", "operation", op.ID, "landed", op.Landed(), "conflicts", op.Conflicts(), "failed", op.Failed())
 		}
 	}
+	t.finishInterruptedCommit(ctx)
 	st := m.State
 	k.gateState.Store(&st)
 	for _, kt := range mg.KernelTools() {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -151,6 +152,8 @@ func (u *user) noContainers() {
 			return
 		}
 		if time.Now().After(deadline) {
+			out, _ := exec.Command("sh", "-c", "docker ps -a --filter label=io.fluffy.owner=$(cat "+u.home+"/run/owner) --format '{{.ID}} {{.Status}} {{.Labels}}'; ls "+u.home+"/run; cat "+u.home+"/k/*.log | tail -60").CombinedOutput()
+			u.t.Logf("debug:\n%s", out)
 			u.t.Fatalf("containers of the test's home are left behind: %v", left)
 		}
 		time.Sleep(200 * time.Millisecond)
