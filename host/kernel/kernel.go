@@ -341,6 +341,7 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 		k.Close()
 		return nil, err
 	}
+	k.loadMCP(o.Home, o.Workspace, o.Getenv(EnvHostRoot))
 	if pol := k.Policy.Policy(); len(pol.Extensions) > 0 {
 		k.connectExtensions(ctx, pol)
 	}

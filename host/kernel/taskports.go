@@ -202,6 +202,12 @@ func (tt *taskTools) List() []agent.Tool {
 			out = append(out, agent.Tool{Name: mt.Name, Summary: mt.Summary, Parameters: mt.ParametersJSON})
 		}
 	}
+	for _, mt := range k.mcpAgentTools() {
+		if !seen[mt.Name] {
+			seen[mt.Name] = true
+			out = append(out, agent.Tool{Name: mt.Name, Summary: mt.Summary, Parameters: mt.ParametersJSON})
+		}
+	}
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/fluffy-waffle/fluffy/host/mcpconfig"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/manifests"
@@ -29,6 +30,8 @@ type catalog struct {
 	// registry (a badger scan and a JSON decode per record) for each one
 	// was most of the kernel's time in a warm fs.read.
 	loaded map[string]*manifests.Manifest
+	// mcp holds the tools MCP servers listed (mcp.go).
+	mcp mcpTools
 }
 
 // specKey identifies the stored version a supervisor spec runs: its
@@ -73,6 +76,13 @@ func (c *catalog) manifest(spec supervisor.Spec) (*manifests.Manifest, error) {
 
 // Lookup implements router.Catalog.
 func (c *catalog) Lookup(plugin, name string) (router.Target, error) {
+	if strings.HasPrefix(name, mcpconfig.ToolPrefix) && (plugin == "" || strings.HasPrefix(plugin, mcpconfig.SpecPrefix)) {
+		t, err := c.mcpTarget(name)
+		if err == nil && plugin != "" && t.Plugin != plugin {
+			return router.Target{}, uerr.New(router.CodeUnknownTool, fmt.Sprintf("plugin %s has no tool %q", plugin, name), "the tool belongs to "+t.Plugin, "call it without naming a plugin")
+		}
+		return t, err
+	}
 	if plugin == "" || plugin == KernelPlugin {
 		if t, ok := c.k.kernelTools.target(name); ok {
 			return t, nil
