@@ -15,6 +15,7 @@ func commands() []command {
 		{name: "init", summary: "set fluffy up for this project: detect it, pick a provider, write .fluffy/config.yaml", run: runInit},
 		{name: "config", summary: "init, get, set and show settings (flags > FLUFFY_* > project > user > defaults)", run: runConfig},
 		{name: "policy", summary: "show, validate, explain, update and trust the security policy", run: runPolicy},
+		{name: "mcp", summary: "add, list, remove MCP servers and list their tools (each runs in its own sandbox)", run: runMCP},
 		{name: "prompt", summary: "show the system prompt the model reads next (workflow, project brief, tools)", run: runPrompt},
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"strings"
 
@@ -28,7 +29,7 @@ type helpTopic struct {
 // (TestHelpCoversEveryCommand).
 func helpTopics() map[string]helpTopic {
 	const projectFlag = "  --project DIR   the project directory (default .)\n"
-	return map[string]helpTopic{
+	topics := map[string]helpTopic{
 		"help": {usage: "help [COMMAND [SUBCOMMAND]]", summary: "show the help of fluffy or of one command",
 			text: "The same text as `fluffy COMMAND [SUBCOMMAND] --help` or `-h`.\n"},
 		"version": {usage: "version [--json]", summary: "print fluffy's version and the plugin API versions it speaks",
@@ -227,6 +228,8 @@ func helpTopics() map[string]helpTopic {
 			text: "The current session is kept as it is (not archived, its proposed changes kept); resume it with\n" +
 				"`fluffy session resume ID`. Refused while a task runs.\n\n" + projectFlag + "  --json          machine-readable output\n"},
 	}
+	maps.Copy(topics, mcpHelp())
+	return topics
 }
 
 // isHelpFlag reports whether a is one of the spellings of "help" as a flag.
