@@ -140,6 +140,7 @@ func runTests(ctx context.Context, tc *pluginsdk.ToolContext, raw json.RawMessag
 	j := &job{ws: tc.Workspace, target: target, pattern: pattern, args: a, scratch: scratch, self: self,
 		cache: buildCache(), log: &capBuffer{max: maxLogBytes}, logger: tc.Logger}
 	start := time.Now()
+	oomBefore, oomKnown := oomKills(cgroupDir)
 	var run testrun.Run
 	switch runner {
 	case "go":
@@ -152,6 +153,9 @@ func runTests(ctx context.Context, tc *pluginsdk.ToolContext, raw json.RawMessag
 		run = j.runCargo(ctx, timeout)
 	}
 	run.Runner = runner
+	if oomAfter, ok := oomKills(cgroupDir); oomKnown && ok {
+		markOOM(&run, oomBefore, oomAfter, memoryLimit(cgroupDir))
+	}
 	if a.Coverage && run.Coverage == nil && !coverageRunners[runner] {
 		// Said, not silently dropped: the caller asked for coverage.
 		run.Summary = strings.TrimSpace(run.Summary + " (coverage is not measured for " + runner + ": only go and node report it)")

@@ -301,6 +301,7 @@ type event struct {
 	Tool *struct {
 		Name       string    `json:"name"`
 		TestStatus string    `json:"test_status"`
+		Summary    string    `json:"summary"`
 		Error      *uerrJSON `json:"error"`
 	} `json:"tool"`
 	Error *uerrJSON `json:"error"`
