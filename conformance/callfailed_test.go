@@ -10,7 +10,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// TestCallFailedBlamesTheRightParty (issue 9.5): a call that timed out is
+// TestCallFailedBlamesTheRightParty: a call that timed out is
 // reported as a timeout (not "crashed on the malformed arguments" with the
 // fix "validate arguments"), a sandbox stopped from outside is not the
 // author's fault, and only a broken connection is a crash.

@@ -295,7 +295,7 @@ func runTB(t *testing.T, f func(tb testing.TB) *conformance.Report) (*recTB, *co
 }
 
 // Without the L2 sandbox the author's test fails and says how to fix it
-// (issue 9.4: it used to skip the sandbox items and stay green); the
+// (it used to skip the sandbox items and stay green); the
 // explicit opt-out runs the rest and reports NOT CERTIFIED.
 func TestPluginTestHelperNeedsTheSandbox(t *testing.T) {
 	if os.Getenv(conformance.EnvRequireDocker) != "" {

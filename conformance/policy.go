@@ -12,7 +12,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// PolicyBudget is the time an extension has for one decision (seed 000).
+// PolicyBudget is the time an extension has for one decision.
 const PolicyBudget = 100 * time.Millisecond
 
 func policyChecks() map[string]checkFunc {

@@ -1,6 +1,6 @@
 // Package manifests owns plugin.yaml: its schema, parsing with line numbers,
 // validation, the entry binary's checksum, and the per-tool argument schemas
-// declared in it (DESIGN.md "Plugins" → Manifest, seed 000 "Plugin System
+// declared in it (DESIGN.md "Plugins" → Manifest, "Plugin System
 // Module" → Plugin Manifest).
 //
 // Everything a caller needs about one plugin before it is started comes from

@@ -42,7 +42,7 @@ func prefixed(p string, fs []string) []string {
 
 // TestPluginYAMLReferenceMatchesTheParser: docs/plugin-yaml.md lists every
 // field the parser accepts and no other, every template and kind, and the
-// tags the kernel gives meaning to (issue 9.6), so the reference cannot
+// tags the kernel gives meaning to, so the reference cannot
 // drift from the code.
 func TestPluginYAMLReferenceMatchesTheParser(t *testing.T) {
 	rows := docRows(t)

@@ -24,7 +24,7 @@ const (
 	KindPolicy   = "policy"
 )
 
-// Sandbox templates (seed 000 L2 templates). TemplateNone means "not in a
+// Sandbox templates (L2 templates). TemplateNone means "not in a
 // sandbox" and is only valid for runtime plugins, which create sandboxes.
 const (
 	TemplateAIProvider      = "ai-provider"

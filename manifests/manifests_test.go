@@ -478,7 +478,7 @@ func TestVerifyChecksum(t *testing.T) {
 			t.Fatalf("want symlink refused, got %v", err)
 		}
 	})
-	// issue 9.3: an entry reached through a directory symlink (bin -> a
+	// An entry reached through a directory symlink (bin -> a
 	// directory outside the plugin) passed the old check, which only looked
 	// at the last component.
 	t.Run("directory symlink", func(t *testing.T) {

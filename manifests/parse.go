@@ -281,7 +281,7 @@ var sandboxFields = []string{"template", "memory", "cpus", "pids", "timeout"}
 var toolFields = []string{"name", "summary", "parameters", "output_mode", "lifetime", "paths"}
 var providerFields = []string{"network"}
 
-// renamed holds fields from older drafts (seed 000) with the fix to use now.
+// renamed holds fields from older drafts with the fix to use now.
 var renamed = map[string]string{
 	"sandbox_template": `use "sandbox:" with "template:" under it, e.g. sandbox: {template: code-executor}`,
 	"min_api_version":  `list every supported API version instead, e.g. api_versions: [1, 2]`,

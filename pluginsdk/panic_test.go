@@ -11,7 +11,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/pluginsdk/plugintest"
 )
 
-// TestHandlerPanicIsAStructuredError (issue 9.5): a handler's panic becomes
+// TestHandlerPanicIsAStructuredError: a handler's panic becomes
 // a TOOL_PANIC result naming file:line and the plugin's author; the plugin
 // keeps serving. Before, the panic killed the process (here: the test
 // binary).

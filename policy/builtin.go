@@ -8,7 +8,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/policy/glob"
 )
 
-// MaxBuiltins is seed 000's bound on hard-coded rules.
+// MaxBuiltins is the bound on hard-coded rules.
 const MaxBuiltins = 10
 
 // builtinRule is a hard-coded protection. Built-in rules run first on
@@ -104,7 +104,7 @@ func protect(name, desc, reason string, patterns ...string) builtinRule {
 	return builtinRule{name: name, desc: desc, kind: kindProtect, reason: reason, set: glob.MustCompileSet(patterns...)}
 }
 
-// builtinRules returns the hard-coded rules (seed 000 "Built-in Rules").
+// builtinRules returns the hard-coded rules.
 func builtinRules() []builtinRule {
 	return []builtinRule{
 		{name: "builtin.path-confinement", desc: "paths must be project-relative and stay inside the project", kind: kindConfinement},

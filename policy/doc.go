@@ -1,4 +1,4 @@
-// Package policy owns the policy engine (seed 000 "Security Policy Module"):
+// Package policy owns the policy engine:
 // the rule model, the YAML loader with strict units and load-time examples,
 // evaluation in layers (built-in rules → capability-token fast path → YAML
 // rules indexed by syscall → extension plugins), observe mode, hot reload,

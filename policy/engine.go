@@ -18,7 +18,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// DefaultExtensionTimeout is seed 000's per-evaluation budget of an
+// DefaultExtensionTimeout is the per-evaluation budget of an
 // extension rule.
 const DefaultExtensionTimeout = 100 * time.Millisecond
 

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Extension is a policy extension rule (seed 000 "extension rules"), done
+// Extension is a policy extension rule, done
 // as a policy-kind plugin. The engine is the consumer; the plugin client in
 // plugins/policyext implements it. Evaluate gets a context carrying the
 // 100 ms deadline; Restart replaces a crashed or hung instance.
@@ -177,7 +177,7 @@ func (e *Engine) Extensions() []ExtensionStats {
 // WarmupSyscall is the syscall of the warm-up request sent at load.
 const WarmupSyscall = "policy.warmup"
 
-// Warm sends every extension one warm-up evaluation (seed 000: pre-loaded
+// Warm sends every extension one warm-up evaluation (pre-loaded
 // at kernel startup so the first real call does not pay the cold start),
 // with timeout instead of the 100 ms budget. A failing extension is
 // restarted; the joined errors are returned.

@@ -7,8 +7,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// SanitizePattern is one user-configured secret pattern (seed 000 "Output
-// Sanitization": user-configurable patterns in policy.yaml). The kernel
+// SanitizePattern is one user-configured secret pattern (user-configurable
+// patterns in policy.yaml). The kernel
 // replaces every match in tool output with "[REDACTED:<name>]" before the
 // output reaches the model, next to the built-in secret prefixes.
 //

@@ -8,8 +8,8 @@ import (
 	"github.com/fluffy-waffle/fluffy/policy/token"
 )
 
-// TestSeedCases is seed 000 "Policy Engine Test Specifications": the 26
-// cases, numbered as in the seed.
+// TestSeedCases: the 26 policy-engine specification cases the engine
+// was designed against, numbered as in that specification.
 func TestSeedCases(t *testing.T) {
 	ctx := context.Background()
 	allowRead := `

@@ -9,7 +9,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/manifests"
 )
 
-// TestFindAdapterOnlyAmongBuiltins (issue 9.2): the adapter, which holds the
+// TestFindAdapterOnlyAmongBuiltins: the adapter, which holds the
 // engine socket, is never a runtime-docker found through PATH nor one
 // installed into the plugin store.
 func TestFindAdapterOnlyAmongBuiltins(t *testing.T) {

@@ -22,7 +22,7 @@ func writeFile(t *testing.T, p, content string) string {
 	return sum
 }
 
-// TestBinaryStore (issue 9.2): the copy that runs is hashed as it is
+// TestBinaryStore: the copy that runs is hashed as it is
 // written, read-only in a private directory, and never follows a later
 // change of the source or of itself.
 func TestBinaryStore(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 )
 
-// Limits are the resource limits of one sandbox (seed 000 templates).
+// Limits are the resource limits of one sandbox (templates).
 type Limits struct {
 	MemoryBytes int64
 	CPUs        float64

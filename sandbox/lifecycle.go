@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// State is a sandbox's lifecycle state (seed 000 "Lifecycle State Machine").
+// State is a sandbox's lifecycle state.
 type State string
 
 const (
@@ -18,7 +18,7 @@ const (
 	StateFailed    State = "FAILED"
 )
 
-// transitions is the seed 000 state machine.
+// transitions is the state machine.
 var transitions = map[State][]State{
 	StateCreating: {StateRunning, StateFailed},
 	StateRunning:  {StateStopping, StateFailed},

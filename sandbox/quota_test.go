@@ -400,7 +400,7 @@ func helperNonRoot() {
 	fmt.Println("DONE")
 }
 
-// TestNonRootKernelReadsA0700Project (issue 10.11): a kernel run by a
+// TestNonRootKernelReadsA0700Project: a kernel run by a
 // non-root user starts plugins that can read that user's 0700 project (a
 // `mktemp -d` directory with 0600 files), and everything they write is the
 // user's to delete. As root, the test runs its helper kernel as another

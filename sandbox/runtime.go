@@ -31,7 +31,7 @@ type Runtime interface {
 	ListVolumes(ctx context.Context, labels map[string]string) ([]rt.Volume, error)
 }
 
-// InstallGuidance is seed 000's per-platform install advice for a missing
+// InstallGuidance is the per-platform install advice for a missing
 // container engine.
 func InstallGuidance(goos string) string {
 	switch goos {
@@ -47,7 +47,7 @@ func InstallGuidance(goos string) string {
 }
 
 // ErrEngineUnreachable builds the structured error fluffy exits with when no
-// container engine answers (seed 000 "Container Runtime Requirement").
+// container engine answers.
 func ErrEngineUnreachable(cause error) *uerr.Error {
 	why := "no container engine answered"
 	if cause != nil {

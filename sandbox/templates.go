@@ -20,14 +20,14 @@ const (
 	NetProxy = "proxy"
 )
 
-// Seccomp profile names (seed 000 "Seccomp profiles").
+// Seccomp profile names.
 const (
 	SeccompStrict      = "strict"
 	SeccompStandard    = "standard"
 	SeccompStandardNet = "standard-net"
 )
 
-// Template is one seed 000 sandbox template.
+// Template is one sandbox template.
 type Template struct {
 	Name    string
 	Network string
@@ -44,7 +44,7 @@ type Template struct {
 	RunsCode bool
 }
 
-// goPluginMinPids replaces seed 000's 10 (ai-provider) and 5
+// goPluginMinPids replaces the 10 (ai-provider) and 5
 // (policy-sandbox) pids: the cgroup counts threads, and a Go go-plugin
 // server needs about 8 even with GOMAXPROCS=1, so 5 made plugins crash at
 // random ("failed to create new OS thread"). Both templates use the strict
@@ -57,7 +57,7 @@ const (
 	gib = int64(1) << 30
 )
 
-// Templates returns the seed 000 templates by name. A fresh map each call:
+// Templates returns the templates by name. A fresh map each call:
 // callers may adjust their copy (for example to pick runsc).
 func Templates() map[string]Template {
 	return map[string]Template{

@@ -21,7 +21,7 @@ import (
 
 // The cargo build cache keeps compiled crates.io dependencies between
 // runs, in the kernel-owned build cache ($FLUFFY_BUILD_CACHE/cargo/
-// <toolchain>/). The rule (issue 11): code the AI wrote never runs with
+// <toolchain>/). The rule: code the AI wrote never runs with
 // write access to it. So:
 //
 //   - the dependency phase, the only writer, builds a skeleton of the

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestCallSaysWhyAPluginDoesNotRun (issue 9.5): a disabled plugin is
+// TestCallSaysWhyAPluginDoesNotRun: a disabled plugin is
 // reported as disabled with the user's reason and how to enable it (not
 // "no plugin named X is loaded"), and a mistyped --project is refused, not
 // created.

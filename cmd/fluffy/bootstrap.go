@@ -1,6 +1,6 @@
 package main
 
-// The bootstrap (seed 000 "Bootstrap Layer"): outside the kernel, it only
+// The bootstrap: outside the kernel, it only
 // detects the container runtime, starts the project's kernel (in an L1
 // container, or as a local process with --l1=none), health-checks it with
 // ping/pong, and restarts it at most 3 times in 5 minutes. It parses no
@@ -227,7 +227,7 @@ func (b *bootstrap) startLocal(exe string) error {
 	return cmd.Process.Release()
 }
 
-// detectRuntime finds a container CLI whose engine answers (seed 000: a
+// detectRuntime finds a container CLI whose engine answers (a
 // hard dependency, with per-platform install guidance when missing).
 func (b *bootstrap) detectRuntime(ctx context.Context) error {
 	var last error

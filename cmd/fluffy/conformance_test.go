@@ -124,7 +124,7 @@ func TestConformanceRunReportsAndExitCode(t *testing.T) {
 	}
 }
 
-// A skipped MUST item means "not certified" (issue 9.4): without the
+// A skipped MUST item means "not certified": without the
 // sandbox the sandbox items are not checked, and the text, the JUnit
 // report and the exit code all say so.
 func TestConformanceRunWithoutSandboxIsNotCertified(t *testing.T) {
@@ -141,7 +141,7 @@ func TestConformanceRunWithoutSandboxIsNotCertified(t *testing.T) {
 	}
 }
 
-// A weaker run never replaces a stronger certification (issue 9.4): after
+// A weaker run never replaces a stronger certification: after
 // install (core+tool), a `--profile core` run is recorded beside it and
 // `plugin info` shows both.
 func TestCertificationPerProfile(t *testing.T) {

@@ -54,7 +54,7 @@ func ran(marker string) bool {
 	return err == nil
 }
 
-// TestNothingRunsBeforeConsent (issue 9.1): a third-party plugin's code
+// TestNothingRunsBeforeConsent: a third-party plugin's code
 // does not execute before the user approved it, even when certification
 // would run it as a plain process (--sandbox=none). On the old code the
 // suite ran it first and asked afterwards.
@@ -93,7 +93,7 @@ func TestNothingRunsBeforeConsent(t *testing.T) {
 	}
 }
 
-// TestCertificationRunsOnlyInTheSandbox (issue 9.1): approved, the plugin
+// TestCertificationRunsOnlyInTheSandbox: approved, the plugin
 // is certified in its L2 container: every item there, the marker is never
 // written on the host.
 func TestCertificationRunsOnlyInTheSandbox(t *testing.T) {
@@ -121,7 +121,7 @@ func TestCertificationRunsOnlyInTheSandbox(t *testing.T) {
 	}
 }
 
-// TestInfoShowsTampering (issue 9.2): a stored binary swapped and its
+// TestInfoShowsTampering: a stored binary swapped and its
 // stored manifest re-stamped does not run, and `plugin info` says so
 // instead of showing the old hash and "certification PASSED" alone.
 func TestInfoShowsTampering(t *testing.T) {

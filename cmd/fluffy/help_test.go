@@ -34,7 +34,7 @@ func dispatchedSubcommands(t *testing.T) map[string][]string {
 
 // TestHelpCoversEveryCommand: every command and every subcommand the
 // dispatcher knows has a help topic, and every topic names something that
-// exists (issue 9.7).
+// exists.
 func TestHelpCoversEveryCommand(t *testing.T) {
 	topics := helpTopics()
 	known := map[string]bool{"help": true}

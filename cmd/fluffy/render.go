@@ -22,8 +22,7 @@ func newStyles(color bool) styles {
 	return styles{dim: "\x1b[2m", bold: "\x1b[1m", red: "\x1b[31m", green: "\x1b[32m", yellow: "\x1b[33m", cyan: "\x1b[36m", reset: "\x1b[0m"}
 }
 
-// renderer draws a task's event stream for a person (seed 000 "Interactive
-// Output Rendering"): streamed text as it arrives, one line per tool call
+// renderer draws a task's event stream for a person: streamed text as it arrives, one line per tool call
 // with its target and end-to-end duration, state changes, review diffs, and
 // a spinner while a sandbox works. Model and plugin text is escaped.
 type renderer struct {

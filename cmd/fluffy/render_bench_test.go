@@ -53,7 +53,7 @@ func benchPTY(b *testing.B) *os.File {
 	return s
 }
 
-// BenchmarkEventsToTerminal measures issue 15's event-stream throughput to
+// BenchmarkEventsToTerminal measures the event-stream throughput to
 // a terminal: the REPL's renderer (colour on, as at a terminal) and
 // `--json`'s encoder, each writing the same 10 000-event task mix to a real
 // pseudo-terminal. Reported as events/s.

@@ -18,7 +18,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// DefaultMaxTurns is seed 000's turn cap.
+// DefaultMaxTurns is the turn cap.
 const DefaultMaxTurns = 50
 
 // maxNudges: how often the model is told the task is not finished when it

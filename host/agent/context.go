@@ -8,7 +8,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 )
 
-// Context budget constants (seed 000 "Context Management").
+// Context budget constants.
 const (
 	// AnswerReserve tokens are kept free for the model's answer.
 	AnswerReserve = 4000
@@ -16,7 +16,7 @@ const (
 	SummaryAt = 0.70
 	// ToolPromptBudget bounds the tool list in the system prompt.
 	ToolPromptBudget = 3000
-	// SummaryTokens bounds the summary of older messages (seed 000).
+	// SummaryTokens bounds the summary of older messages.
 	SummaryTokens = 2000
 	// keepRecent messages are never summarized away.
 	keepRecent = 6

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Futility thresholds (seed 002 "futility monitor"): runaway loops of
+// Futility thresholds: runaway loops of
 // identical failing calls are the costliest failure of agents in use.
 const (
 	repeatWarn      = 2  // the same call and result: tell the model

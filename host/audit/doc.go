@@ -1,4 +1,4 @@
-// Package audit owns the hash-chained audit log on badger: seed 000's record
+// Package audit owns the hash-chained audit log on badger: the record
 // format and event types, the canonical encoding every hash is computed over,
 // durable writes for security events and buffered writes for operational
 // ones, chain verification (at startup over the tail, on demand over all),

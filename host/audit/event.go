@@ -2,7 +2,7 @@ package audit
 
 import "time"
 
-// EventType is seed 000's AuditEventType plus the kinds fluffy adds.
+// EventType is the AuditEventType plus the kinds fluffy adds.
 type EventType string
 
 // Seed 000 event types.
@@ -26,20 +26,20 @@ const (
 	EventAuditArchiveDeleted EventType = "audit_archive_deleted"
 )
 
-// Event types from seed 000's retention and recovery sections and from the
+// Event types from the retention and recovery sections and from the
 // policy engine.
 const (
 	EventAuditStorageCritical EventType = "audit_storage_critical"
 	EventAuditChainBreak      EventType = "audit_chain_break"
 	// EventPolicyDecision is one policy evaluation (syscall, path in
 	// metadata "path", caller, decision, rule), as written before the
-	// router: every evaluation is now a seed 000 EventSyscall record with
+	// router: every evaluation is now an EventSyscall record with
 	// the same fields. Kept so older logs still replay.
 	EventPolicyDecision EventType = "policy_decision"
 )
 
 // IsSecurity reports whether events of type t are durable before Append
-// returns (seed 000 SYNC_EVENTS, plus the log's own integrity events).
+// returns (SYNC_EVENTS, plus the log's own integrity events).
 func IsSecurity(t EventType) bool {
 	switch t {
 	case EventPolicyUpdate, EventMergeApproved, EventMergeRejected, EventSessionModeChange,
@@ -50,7 +50,7 @@ func IsSecurity(t EventType) bool {
 	return false
 }
 
-// Policy decisions (seed 000).
+// Policy decisions.
 const (
 	DecisionAllowed        = "allowed"
 	DecisionDenied         = "denied"
@@ -100,7 +100,7 @@ type Event struct {
 	Metadata       map[string]string
 }
 
-// Record is one stored entry (seed 000 AuditEntry, plus session_id so that
+// Record is one stored entry (AuditEntry, plus session_id so that
 // entries can be listed per session).
 type Record struct {
 	ID                uint64            `json:"id"`

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Field bounds (issue 10 point 6): a plugin controls paths, syscall names,
+// Field bounds: a plugin controls paths, syscall names,
 // reasons and metadata values, so every string a record stores is bounded.
 // A longer value keeps its first bytes and ends with a marker naming its
 // full length and the SHA-256 of the original, so whoever holds the

@@ -12,7 +12,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// Retention bounds the log (seed 000 audit.retention_days / max_size).
+// Retention bounds the log (audit.retention_days / max_size).
 // Records are removed oldest first, one UTC day (an "archive") at a time for
 // the size bound; the chain stays verifiable through the horizon mark, and
 // every removal is itself recorded as audit_archive_deleted.

@@ -112,7 +112,7 @@ func TestRetentionOptionsValidated(t *testing.T) {
 	}
 }
 
-// Issue 10 point 6: a flood of fresh records never erases the records
+// A flood of fresh records never erases the records
 // before it to satisfy the size bound; retention says so loudly instead.
 func TestSizeRetentionNeverRemovesYoungRecords(t *testing.T) {
 	ctx := context.Background()

@@ -1,4 +1,4 @@
-// Package ipc owns the CLI-to-kernel channel: seed 000's length-prefixed
+// Package ipc owns the CLI-to-kernel channel: the length-prefixed
 // JSON frames (4-byte big-endian length, then one UTF-8 JSON message) over a
 // unix socket, with the peer's identity checked by SO_PEERCRED before any
 // frame is read.

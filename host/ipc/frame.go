@@ -11,7 +11,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// Message types (seed 000 "IPC Wire Protocol").
+// Message types.
 const (
 	TypeRequest  = "request"
 	TypeResponse = "response"
@@ -32,7 +32,7 @@ type Message struct {
 	Error  *Error          `json:"error,omitempty"`
 }
 
-// Error is a response's error: seed 000's code/message/retryable plus the
+// Error is a response's error: the code/message/retryable plus the
 // what/why/fix of the error display standard, so the CLI renders kernel
 // errors exactly as it renders its own.
 type Error struct {

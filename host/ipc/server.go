@@ -19,7 +19,7 @@ import (
 )
 
 // Methods the channel answers itself, before any handler: the bootstrap's
-// health check must not depend on kernel logic (seed 000 "Bootstrap Layer").
+// health check must not depend on kernel logic.
 const (
 	MethodPing   = "ping"
 	MethodCancel = "ipc.cancel"
@@ -324,7 +324,7 @@ func (c *conn) cancel(id string) {
 	}
 }
 
-// NewID returns a random UUIDv4 (seed 000: request correlation ids).
+// NewID returns a random UUIDv4 (request correlation ids).
 func NewID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])

@@ -165,7 +165,7 @@ func (a Auditor) RecentDecisions(n int) ([]policy.RecordedDecision, error) {
 		return nil, nil
 	}
 	// Older logs hold policy_decision records; since the router, every
-	// evaluation is a seed 000 syscall record.
+	// evaluation is a syscall record.
 	recs, err := a.Log.Query(context.Background(), audit.Filter{Types: []audit.EventType{audit.EventSyscall, audit.EventPolicyDecision}, Limit: n, Newest: true})
 	if err != nil {
 		return nil, err

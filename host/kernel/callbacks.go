@@ -43,7 +43,7 @@ func (k *Kernel) kernelService(instanceID string, spec supervisor.Spec, peer fun
 		issue: newCallbackLimiter(CapabilityRate, CapabilityBurst, time.Now)}
 }
 
-// Capability tokens (issue 10 point 8): an instance may be issued
+// Capability tokens: an instance may be issued
 // CapabilityRate tokens a second beyond a burst of CapabilityBurst; the
 // store bounds each token (token.MaxOps, token.MaxTTL) and how many an
 // instance holds (token.MaxLivePerInstance), and the kernel sweeps
@@ -60,7 +60,7 @@ const (
 	CodeCapabilityUndeclared = "KERNEL_CAPABILITY_UNDECLARED"
 )
 
-// Callback rate limits per plugin instance (issue 10 point 6): every
+// Callback rate limits per plugin instance: every
 // callback is judged and audited, so a flood of them is a flood of audit
 // records. Beyond the burst, an instance gets CallbackRate calls a second.
 const (

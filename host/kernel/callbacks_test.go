@@ -125,7 +125,7 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 		}
 	}
 
-	// Issue 10 point 6: a flood of callbacks with 60 KB paths is
+	// A flood of callbacks with 60 KB paths is
 	// rate-limited per instance, and what it leaves in the audit log is
 	// bounded per record.
 	must := func(err error) {

@@ -10,7 +10,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// TestProjectDatabaseNeverThroughALink (issue 10.4): a project that ships
+// TestProjectDatabaseNeverThroughALink: a project that ships
 // .fluffy or .fluffy/db as a link to somewhere else does not make the
 // kernel create its database there.
 func TestProjectDatabaseNeverThroughALink(t *testing.T) {

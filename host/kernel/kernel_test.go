@@ -67,7 +67,7 @@ func TestLifecycleStates(t *testing.T) {
 	if got := k.PluginState("tool-fs"); got != registry.StateLoaded {
 		t.Fatalf("after kernel open (lazy, not started): %s", got)
 	}
-	// The shared registry records no per-kernel state (issue 9.7: one
+	// The shared registry records no per-kernel state (one
 	// meaning for plugin list's STATE).
 	if got := regState(t, k, "tool-fs"); got != registry.StateRegistered {
 		t.Fatalf("registry state after kernel open: %s, want registered", got)

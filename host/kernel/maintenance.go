@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultRetentionInterval is how often a running kernel applies audit
-// retention (issue 10 point 8): besides once at start, every hour, so a
+// retention: besides once at start, every hour, so a
 // kernel that runs for days keeps both logs within their age and size
 // bounds. Size-based removal still never touches a record younger than
 // Retention.MinAge; that rule lives in audit.ApplyRetention.

@@ -45,7 +45,7 @@ func removedBy(ctx context.Context, t *testing.T, l interface {
 	return out
 }
 
-// Issue 10 point 8: retention ran only when a kernel opened, so a kernel
+// Retention ran only when a kernel opened, so a kernel
 // that ran for days kept records past their age. A running kernel now
 // applies it every RetentionInterval, to the project and the home log,
 // without a restart.

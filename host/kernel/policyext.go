@@ -82,7 +82,7 @@ const extensionWarmup = 60 * time.Second
 
 // connectExtensions makes the engine consult the extensions p names, in
 // order, as the policy-kind plugins this kernel loaded, and warms each up
-// (seed 000: pre-loaded at start so the first real call does not pay the
+// (pre-loaded at start so the first real call does not pay the
 // process start within its 100 ms).
 func (k *Kernel) connectExtensions(ctx context.Context, p *policy.Policy) {
 	xs := make([]policy.Extension, 0, len(p.Extensions))

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Issue 10 point 6: kernel callbacks are rate-limited per instance; a run
+// Kernel callbacks are rate-limited per instance; a run
 // of refusals is reported once.
 func TestCallbackLimiter(t *testing.T) {
 	now := time.Unix(1000, 0)

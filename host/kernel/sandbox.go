@@ -54,7 +54,7 @@ func (s *sandboxes) close() {
 // openSandboxes prepares the chosen runtime. For docker it starts the
 // runtime adapter in its bubblewrap jail, reaps what dead kernels left
 // behind, and readies the base image; an unreachable engine is a structured
-// error with install guidance (seed 000: no silent degradation).
+// error with install guidance (no silent degradation).
 func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes, error) {
 	kind := o.Sandbox
 	if kind == "" {

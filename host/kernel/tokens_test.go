@@ -80,7 +80,7 @@ func prefixes(l []string) []string {
 	return out
 }
 
-// Issue 10 point 8: capability tokens were issued (with any lifetime and
+// Capability tokens were issued (with any lifetime and
 // operation count) but no callback accepted one, the peer binding was never
 // set and nothing swept them. Through a real plugin process and the real
 // broker: a token reads exactly its path, once per fresh nonce, maxOps
@@ -220,7 +220,7 @@ func TestCapabilityIssuanceIsRateLimited(t *testing.T) {
 	t.Logf("%d capability tokens issued, %d requests rate limited", issued, limited)
 }
 
-// Issue 10 point 8: required_capabilities was shown at install and never
+// required_capabilities was shown at install and never
 // enforced. A kernel callback for a syscall the manifest does not declare
 // is refused with a structured error and audited, whatever the policy says.
 func TestUndeclaredCapabilityIsRefused(t *testing.T) {

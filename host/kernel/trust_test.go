@@ -84,7 +84,7 @@ func openNone(t *testing.T, home, ws string, pol *policy.Policy) *Kernel {
 	return k
 }
 
-// TestManifestTagsAreRequestsNotGrants (issue 9.3): a third-party manifest
+// TestManifestTagsAreRequestsNotGrants: a third-party manifest
 // that lists trusted_write used to keep it and so switch off the default
 // policy's third-party-no-writes rule. The tag now counts only once the user
 // granted it, and the grant is recorded and audited.
@@ -143,7 +143,7 @@ func TestManifestTagsAreRequestsNotGrants(t *testing.T) {
 	}
 }
 
-// TestBuiltinNamesAreReserved (issue 9.3): a third-party plugin named
+// TestBuiltinNamesAreReserved: a third-party plugin named
 // tool-fs 9.9.9 used to replace the builtin tool-fs silently.
 func TestBuiltinNamesAreReserved(t *testing.T) {
 	ctx := context.Background()
@@ -195,7 +195,7 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
-// TestTemplateLimitsAreCeilings (issue 9.3): a manifest timeout of 24h used
+// TestTemplateLimitsAreCeilings: a manifest timeout of 24h used
 // to beat the policy-sandbox template's 100 ms (a call ran for seconds).
 // Raising a limit is now refused when the manifest is loaded, with the
 // template's value in the message, and the template's own timeout is the
@@ -238,7 +238,7 @@ func TestTemplateLimitsAreCeilings(t *testing.T) {
 	}
 }
 
-// TestIntegrationTestTemplateNeedsPolicyOptIn (issue 9.3): the
+// TestIntegrationTestTemplateNeedsPolicyOptIn: the
 // integration-test template's opt-in by policy was never checked. A plugin
 // that asks for it does not start unless the project policy allows
 // sandbox.start there.

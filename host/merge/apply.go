@@ -23,7 +23,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// Operation states (seed 000's MergeOperation).
+// Operation states (the MergeOperation).
 const (
 	OpApplying = "applying" // written before any file is touched
 	OpDone     = "done"     // every file landed or was reported

@@ -2,7 +2,7 @@
 // project: Plan turns workspace changes into a reviewable unified diff per
 // file (line counts, changed ranges with the sha256 of their new lines,
 // conflicts where the project file no longer has the hash the session
-// wrote against); Auto applies seed 000's auto-merge criteria (tests green
+// wrote against); Auto applies the auto-merge criteria (tests green
 // as told by the caller, no path sensitive by policy, no conflict or
 // binary file, at most merge.auto_max_lines lines); Apply lands approved
 // files atomically (temp file in the same directory, fsync, rename,

@@ -204,7 +204,7 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// TestAuto is seed 000's auto-merge criteria.
+// TestAuto is the auto-merge criteria.
 func TestAuto(t *testing.T) {
 	cases := []struct {
 		name      string

@@ -104,7 +104,7 @@ func (m chanMutex) unlock() { <-m }
 // Range is one changed run of lines: Lines new lines from line Start of
 // the new file (Start is where they begin, or where removed lines were
 // when Lines is 0), replacing Removed old lines. SHA256 is the hash of
-// the new lines' exact bytes (seed 004's trace).
+// the new lines' exact bytes (the trace).
 type Range struct {
 	Path    string `json:"path"`
 	Start   int    `json:"start"`
@@ -288,7 +288,7 @@ type Decision struct {
 	Reasons []string // why not, when !Auto
 }
 
-// Auto applies seed 000's auto-merge criteria: the caller's test run is
+// Auto applies the auto-merge criteria: the caller's test run is
 // green, no path is sensitive by policy, no conflict, no binary file, and
 // the diff is at most AutoMaxLines lines.
 func (m *Merger) Auto(r *Review, testsGreen bool) Decision {

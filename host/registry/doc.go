@@ -1,5 +1,5 @@
 // Package registry owns the catalogue of plugins: discovery of a plugins
-// directory, validation on the way in, the seed 000 lifecycle states
+// directory, validation on the way in, the lifecycle states
 // (DISCOVERED → REGISTERED | REJECTED → LOADED → ACTIVE → UNLOADED;
 // DISABLED), installation into the plugin store
 // ($FLUFFY_HOME/plugins/<name>/<version>/), removal, enable/disable, and the

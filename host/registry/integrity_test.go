@@ -11,7 +11,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// TestRegistryHashIsTheAuthority (issue 9.2): after install, the record's
+// TestRegistryHashIsTheAuthority: after install, the record's
 // sha256 is what runs. A swapped stored binary, and a swapped binary with a
 // re-stamped stored manifest, are both caught; the spec the supervisor gets
 // carries the recorded sum, never the manifest's.

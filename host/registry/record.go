@@ -11,7 +11,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
-// State is a plugin's lifecycle state (seed 000 "Plugin System Module").
+// State is a plugin's lifecycle state.
 //
 // The registry lives in $FLUFFY_HOME and is shared by every kernel of the
 // user, so it records only what holds for the installed version itself:

@@ -33,7 +33,7 @@ const (
 )
 
 // DecisionEvent is the `syscall` audit record of one policy evaluation
-// (seed 000: decision, rule, duration). The router writes one per request
+// (decision, rule, duration). The router writes one per request
 // of a call and the kernel one per plugin callback, so `policy update`'s
 // trial replay reads the same records whoever asked.
 func DecisionEvent(req policy.Request, res policy.Result, d time.Duration) audit.Event {
@@ -64,7 +64,7 @@ func DecisionEvent(req policy.Request, res policy.Result, d time.Duration) audit
 	return ev
 }
 
-// DecisionName maps a result to seed 000's policy_decision values.
+// DecisionName maps a result to the policy_decision values.
 func DecisionName(r policy.Result) string {
 	switch {
 	case r.ByToken:

@@ -89,7 +89,7 @@ type ReviewRequest struct {
 	Reasons []string
 }
 
-// Approval scopes (seed 002/003); the approver decides what "session" and
+// Approval scopes; the approver decides what "session" and
 // "always" mean beyond this call and reports the scope it used.
 const (
 	ScopeOnce    = "once"

@@ -1,5 +1,5 @@
 // Package scheduler owns the order in which a session's sandboxed work
-// runs (seed 000 "Scheduler Module"): tasks with a type, a priority 1–5 and
+// runs: tasks with a type, a priority 1–5 and
 // a sandbox template; a min-heap per template (FIFO within a priority);
 // the starvation bump (one level after AgeThreshold, never above 2,
 // priority 1 immune); a dependency DAG with failure propagation

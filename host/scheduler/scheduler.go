@@ -15,7 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// Config is seed 000's scheduler configuration.
+// Config is the scheduler configuration.
 type Config struct {
 	// GlobalMax bounds all running tasks (default 4).
 	GlobalMax int
@@ -682,7 +682,7 @@ func (s *Scheduler) prune() {
 // ---- preemption ----
 
 // preemptFor frees a slot for w when a running task of lower priority can
-// give it up (seed 000 "Preemption Strategy"): a victim past 80 % of its
+// give it up: a victim past 80 % of its
 // MaxDuration is left to finish (WAIT); with system memory above 80 % the
 // victim is destroyed; otherwise it is paused (PAUSE_SIGNAL, 1 s grace,
 // pause) and resumed when a slot is free again.

@@ -9,11 +9,11 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// TaskType is seed 000's task type. The scheduler does not interpret it;
+// TaskType is the task type. The scheduler does not interpret it;
 // it is recorded for observers.
 type TaskType string
 
-// Seed 000's task types.
+// The task types.
 const (
 	AIGenerate TaskType = "ai_generate"
 	TestRun    TaskType = "test_run"
@@ -42,7 +42,7 @@ const (
 	PriorityIdle   Priority = 5
 )
 
-// TaskState is seed 000's task state.
+// TaskState is the task state.
 type TaskState string
 
 // Task states.

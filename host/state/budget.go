@@ -204,7 +204,7 @@ func (b *Budget) judge(bl Baseline, ok bool, coverage *float64) Check {
 	return c
 }
 
-// CheckExplore judges an explore commit (seed 000: checked at exploring ->
+// CheckExplore judges an explore commit (checked at exploring ->
 // committing). A lock verdict locks explore mode and is persisted before
 // it returns; a project without a baseline takes the commit's coverage as
 // its first baseline.
@@ -232,8 +232,8 @@ func (b *Budget) CheckExplore(coverage *float64, session, view string) (Check, e
 	return c, nil
 }
 
-// StrictCommit updates the baseline after a strict commit (seed 000: "the
-// baseline is automatically updated after each strict mode commit") and
+// StrictCommit updates the baseline after a strict commit (the
+// baseline moves with every strict-mode commit) and
 // lifts the lock when the coverage reaches the baseline the lock was taken
 // against. Without a coverage measurement nothing changes.
 func (b *Budget) StrictCommit(coverage *float64, session, view string) (unlocked bool, still *Lock, err error) {

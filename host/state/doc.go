@@ -1,7 +1,6 @@
-// Package state owns the TDD workflow machine (seed 000 "State Machine
-// Module") and the session store.
+// Package state owns the TDD workflow machine and the session store.
 //
-// The machine runs seed 000's two transition tables (strict, explore; debug
+// The machine runs the two transition tables (strict, explore; debug
 // mode follows explore) on github.com/looplab/fsm, one Machine per session,
 // created by a Manager per project:
 //
@@ -15,7 +14,7 @@
 //     change that cannot be recorded does not happen;
 //   - the gate (Machine.Allowed, and Rules.Allowed as a pure function)
 //     answers the router before every tool call with nil, a
-//     *ToolUnavailableError (seed 000's fields) or a *ReviewRequiredError;
+//     *ToolUnavailableError (the fields) or a *ReviewRequiredError;
 //   - which paths are tests is the policy's one table (Policy.Tests,
 //     policy/testpaths: per-language defaults under test_paths), which
 //     are exempt comes from tdd_exemptions, the budget from tech_debt and
@@ -23,7 +22,7 @@
 //   - the kernel tools plan.complete, workflow.request_exemption and
 //     session.set_mode are served here (Manager.KernelTools);
 //   - Manager.Open resumes a session after a kernel restart in the state,
-//     mode and changeset it had (seed 000 recovery step 3).
+//     mode and changeset it had (recovery step 3).
 //
 // It must not call plugins, run tests, parse a runner's output, decide
 // policy (it asks the policy engine and the Approver) or touch the

@@ -71,8 +71,8 @@ func (p Position) Flow() Flow {
 	return FlowExplore
 }
 
-// ToolUnavailableError is seed 000's ToolUnavailableError: the tool cannot
-// be used in the current state. It marshals to the seed's JSON shape.
+// ToolUnavailableError says the tool cannot
+// be used in the current state. It marshals to the shape clients parse.
 type ToolUnavailableError struct {
 	Kind      string   `json:"error"` // always "tool_unavailable"
 	Tool      string   `json:"tool_name"`

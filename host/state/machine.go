@@ -35,8 +35,7 @@ const (
 	CodeSessionOpen = "STATE_SESSION_OPEN"
 )
 
-// Seed 000's on_fail messages, and fluffy's for the guards the seed
-// describes only in words.
+// The on_fail messages, and fluffy's for the guards without one.
 const (
 	OnFailRed      = "Tests must exist, have been run, and at least one must fail (TDD Red phase)"
 	OnFailGreen    = "All tests must pass before review"
@@ -165,8 +164,8 @@ func (mg *Manager) Saved(id string) (Snapshot, bool, error) {
 	return c.last.Snapshot, true, nil
 }
 
-// Latest returns the snapshot of the session written last (seed 000
-// recovery step 3: restore the most recent session state).
+// Latest returns the snapshot of the session written last (crash
+// recovery restores the most recent session state).
 func (mg *Manager) Latest() (Snapshot, bool, error) {
 	id, ok, err := readLatest(mg.db)
 	if err != nil || !ok {

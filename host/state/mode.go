@@ -34,7 +34,7 @@ type ModeRequest struct {
 }
 
 // ModeRefusedError: the change was refused and the session is in strict
-// mode (seed 000: "If policy denies, falls back to strict mode").
+// mode ("If policy denies, falls back to strict mode").
 type ModeRefusedError struct {
 	Requested Mode
 	Now       Mode
@@ -179,7 +179,7 @@ func (m *Machine) auditModeRefusal(ctx context.Context, req ModeRequest, actor, 
 	}
 }
 
-// ExemptionRequest is seed 000's ExemptionRequest.
+// ExemptionRequest asks for a TDD exemption for a task.
 type ExemptionRequest struct {
 	Category      ExemptionCategory `json:"category"`
 	AffectedPaths []string          `json:"affected_paths"`

@@ -18,7 +18,7 @@ const (
 	StageCommit   Stage = "commit"
 )
 
-// stageDeps is seed 000 "State Machine Integration": the machine builds
+// stageDeps: the machine builds
 // the dependency graph, the scheduler respects it. Strict mode makes code
 // generation wait for test generation (test-first); explore and debug
 // make it wait only for the plan, and tests, if any, come after the code.

@@ -25,10 +25,10 @@ const (
 	SectionTechDebt   = "tech_debt"
 )
 
-// ExemptionCategory is one of seed 000's TDD exemption categories.
+// ExemptionCategory is one of the TDD exemption categories.
 type ExemptionCategory string
 
-// Seed 000's four categories.
+// The four categories.
 const (
 	ConfigChange  ExemptionCategory = "config_change"
 	TypeRefactor  ExemptionCategory = "type_refactor"
@@ -44,7 +44,7 @@ var Categories = []ExemptionCategory{ConfigChange, TypeRefactor, Documentation, 
 // never disagree.
 func DefaultTestPaths() map[string][]string { return testpaths.Default() }
 
-// DefaultExemptions are seed 000's exemption globs. type_refactor covers
+// DefaultExemptions are the exemption globs. type_refactor covers
 // declaration files only: fluffy does no static "type-only change"
 // analysis, so it cannot exempt ordinary .ts files (docs/decisions.md).
 func DefaultExemptions() map[ExemptionCategory][]string {
@@ -56,7 +56,7 @@ func DefaultExemptions() map[ExemptionCategory][]string {
 	}
 }
 
-// DebtConfig is the tech-debt budget (seed 000 "Tech Debt Budget").
+// DebtConfig is the tech-debt budget.
 // Thresholds are coverage drops in percentage points below the baseline.
 type DebtConfig struct {
 	// Warn: a drop greater than this is allowed with a warning (default 2).
@@ -66,7 +66,7 @@ type DebtConfig struct {
 	Lockout float64
 }
 
-// DefaultDebt is seed 000's -2 / -5.
+// DefaultDebt is the -2 / -5.
 func DefaultDebt() DebtConfig { return DebtConfig{Warn: 2, Lockout: 5} }
 
 // BaselineFile is the coverage baseline, relative to the project root. The
@@ -298,7 +298,7 @@ func nodeKind(n *yaml.Node) string {
 	return "something else"
 }
 
-// exemptions reads seed 000's `tdd_exemptions: {category: {path_glob: [...]}}`.
+// exemptions reads the `tdd_exemptions: {category: {path_glob: [...]}}`.
 func (c configFile) exemptions(n *yaml.Node, into map[ExemptionCategory][]string) error {
 	return c.mapping(n, SectionExemptions, func(key string, k, v *yaml.Node) error {
 		cat := ExemptionCategory(key)
@@ -331,7 +331,7 @@ func (c configFile) exemptions(n *yaml.Node, into map[ExemptionCategory][]string
 	})
 }
 
-// techDebt reads seed 000's tech_debt section. Only the values fluffy
+// techDebt reads the tech_debt section. Only the values fluffy
 // implements are accepted, so nothing in the file is silently ignored.
 func (c configFile) techDebt(n *yaml.Node, d *DebtConfig) error {
 	return c.mapping(n, SectionTechDebt, func(key string, k, v *yaml.Node) error {

@@ -21,7 +21,7 @@ const (
 	CodeSessionStore    = "SESSION_STORE"
 )
 
-// SessionArchiveAge is seed 000's auto-cleanup age.
+// SessionArchiveAge is the auto-cleanup age.
 const SessionArchiveAge = 30 * 24 * time.Hour
 
 // Message is one turn of conversation history.
@@ -31,8 +31,7 @@ type Message struct {
 	At      time.Time `json:"at"`
 }
 
-// Session is one persisted session's conversation (seed 000 "Session
-// Management"). Its workflow state, mode and changeset reference are the
+// Session is one persisted session's conversation. Its workflow state, mode and changeset reference are the
 // Machine's (Manager.Saved), and the tech-debt budget is the project's
 // (Budget): they are not duplicated here.
 type Session struct {

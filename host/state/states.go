@@ -6,7 +6,7 @@ import (
 	"github.com/looplab/fsm"
 )
 
-// State is a workflow state (seed 000 "States and Modes").
+// State is a workflow state.
 type State string
 
 // The nine states of seed 000.
@@ -28,7 +28,7 @@ var States = []State{Idle, Planning, TestWriting, CodeWriting, Validating, Revie
 // Valid reports whether s is one of the nine states.
 func (s State) Valid() bool { return slices.Contains(States, s) }
 
-// Mode is a session mode (seed 000).
+// Mode is a session mode.
 type Mode string
 
 // The three modes.
@@ -46,8 +46,8 @@ func (m Mode) Valid() bool { return m == Strict || m == Explore || m == Debug }
 
 // Flow is the transition table a session follows. Strict mode follows the
 // strict table; explore and debug follow the explore table, and so does a
-// strict-mode task that was granted a TDD exemption (seed 000: "Granted
-// exemptions enter exploring state (reusing explore mode flow)").
+// strict-mode task that was granted a TDD exemption (granted
+// exemptions enter the exploring state and reuse the explore-mode flow).
 type Flow string
 
 // The two transition tables.
@@ -105,7 +105,7 @@ type Transition struct {
 // notIdle is every state a cancel leaves.
 var notIdle = []State{Planning, TestWriting, CodeWriting, Validating, Reviewing, Committing, Exploring, RetroactiveTesting}
 
-// strictTable is seed 000's strict-mode table. The exemption row is the
+// strictTable is the strict-mode table. The exemption row is the
 // seed's "TDD Exemption Mechanism": a granted exemption enters exploring.
 var strictTable = []Transition{
 	{EvStart, []State{Idle}, Planning},
@@ -121,7 +121,7 @@ var strictTable = []Transition{
 	{EvCancel, notIdle, Idle},
 }
 
-// exploreTable is seed 000's explore-mode table (debug mode uses it too).
+// exploreTable is the explore-mode table (debug mode uses it too).
 // reviewing -> exploring on rejection is fluffy's addition: the seed lists
 // no way back from a rejected explore merge except cancelling, which would
 // throw the work away (docs/decisions.md).

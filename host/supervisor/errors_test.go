@@ -7,7 +7,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// TestAPIVersionAdvice (issue 9.5): a plugin declaring only a version newer
+// TestAPIVersionAdvice: a plugin declaring only a version newer
 // than the kernel's is not answered with "upgrade fluffy" alone: the
 // manifest may be what is wrong, and its author must be told so.
 func TestAPIVersionAdvice(t *testing.T) {

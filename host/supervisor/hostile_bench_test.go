@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkHostilePluginHeap measures the kernel side's peak heap while a
-// plugin attacks it (issue 10 point 5): a 200 MiB result, a 200 MiB error,
+// plugin attacks it: a 200 MiB result, a 200 MiB error,
 // a million progress events. Run:
 //
 //	go test -run XXX -bench HostilePluginHeap -benchtime 1x ./host/supervisor

@@ -63,7 +63,7 @@ func runningSum(t *testing.T, s *Supervisor, name string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// TestSwappedBinaryRefused (issue 9.2): a store binary replaced after the
+// TestSwappedBinaryRefused: a store binary replaced after the
 // plugin was added is refused at start, and its bytes never run.
 func TestSwappedBinaryRefused(t *testing.T) {
 	h := newHarness(t, nil)
@@ -84,7 +84,7 @@ func TestSwappedBinaryRefused(t *testing.T) {
 	}
 }
 
-// TestLaunchedBytesAreTheVerifiedOnes (issue 9.2): while the store binary
+// TestLaunchedBytesAreTheVerifiedOnes: while the store binary
 // is swapped every 2 ms between the approved bytes and others, 20 launches
 // either refuse or run exactly the approved bytes; on the old code (hash,
 // then exec the store path) some launches ran the swapped-in binary.
@@ -163,7 +163,7 @@ func (w wrapper) Prepare(ctx context.Context, spec sandbox.LaunchSpec, cfg *plug
 	return l, nil
 }
 
-// TestWrapperLauncherIsNotHashed (issue 9.2): a launcher that starts the
+// TestWrapperLauncherIsNotHashed: a launcher that starts the
 // plugin through a wrapper (bwrap) owns its checksum contract; on the old
 // code go-plugin's SecureConfig hashed the wrapper against the plugin's
 // sum and every plugin was refused under --sandbox=bwrap.

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// TestYamuxShutdownLineIsNotAnError (issue 9.5): the "[ERR] yamux: Failed
+// TestYamuxShutdownLineIsNotAnError: the "[ERR] yamux: Failed
 // to write header" line go-plugin's yamux session logs when a plugin is
 // stopped after an ordinary call is not printed as an ERROR (it stays at
 // debug level); other standard-logger errors still are, escaped.

@@ -8,7 +8,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
-// Progress bounds (issue 10 point 5).
+// Progress bounds.
 const (
 	// DefaultProgressInterval is the least time between two progress
 	// events passed on for one call.

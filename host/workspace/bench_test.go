@@ -12,7 +12,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
 )
 
-// BenchmarkIngestOneWrite is issue 11's "ingest of one write" (target p50
+// BenchmarkIngestOneWrite is the "ingest of one write" (target p50
 // < 5 ms): one fs.write patch of a 200-line file, taken into the
 // changeset (database included) and shown by the next view refresh.
 func BenchmarkIngestOneWrite(b *testing.B) {

@@ -33,7 +33,7 @@ import (
 // Error codes of Ingest.
 const (
 	// CodeStale: the change was written against content that is not what
-	// the session's view holds now (seed 004's optimistic locking).
+	// the session's view holds now (the optimistic locking).
 	CodeStale = "STALE_FILE"
 	// CodeOutputInvalid: the tool's output directory or change list is
 	// malformed or hostile (a link, a path out of it, a bad hash).
@@ -676,7 +676,7 @@ func (s *Session) writeBlob(name string, b []byte, mode fs.FileMode) error {
 	}
 	// No fsync: the changeset record is not synced either (both survive
 	// a killed kernel; loadChanges drops an entry whose blob a machine
-	// crash lost). Ingest is on every write's path (issue 11: < 5 ms).
+	// crash lost). Ingest is on every write's path (< 5 ms).
 	_, werr := f.Write(b)
 	if werr == nil {
 		werr = f.Chmod(perm)

@@ -19,7 +19,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 )
 
-// cliSuite measures issue 15's CLI figures with the built bin/fluffy:
+// cliSuite measures the CLI figures with the built bin/fluffy:
 // cold start of the kernel process to its first answered ping (local, and
 // in its L1 container through the CLI's own bootstrap), `fluffy kernel
 // status` against a running kernel, the IPC ping round trip, and how many
@@ -115,7 +115,7 @@ func cliSuite(cfg config, progress func(string)) ([]Row, error) {
 		rows = append(rows, r)
 	}
 
-	// Issue 15's targets are "cold start to prompt": the REPL on a
+	// The targets are "cold start to prompt": the REPL on a
 	// terminal, from exec until its prompt is on the screen, every sample
 	// with no kernel running. Targets: < 300 ms with --l1 none, < 1.5 s
 	// with L1 (its image already built).

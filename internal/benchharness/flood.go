@@ -61,7 +61,7 @@ tools:
     parameters: {type: object}
 `
 
-// floodSuite is issue 10's flood benchmark: a real in-process kernel with
+// floodSuite is the flood benchmark: a real in-process kernel with
 // the fixture plugin in an L2 Docker container, each attack sent through
 // the kernel's router. For each it records the outcome, the growth of
 // this process's RSS (the kernel runs in it) from just before the attack

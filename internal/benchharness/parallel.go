@@ -12,7 +12,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/policy"
 )
 
-// parallelSuite measures issue 15's parallel tool calls: one model turn
+// parallelSuite measures the parallel tool calls: one model turn
 // with ten fs.read calls, warm, beside one turn with a single fs.read.
 // The agent runs a turn's non-conflicting calls concurrently. fs.read is a
 // light call (router.LightCall): once tool-fs runs, its reads do not hold

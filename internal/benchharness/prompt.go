@@ -16,7 +16,7 @@ import (
 
 // replPrompt runs `fluffy --l1 L1` (the REPL) on a fresh pseudo-terminal and
 // returns the time from exec to the moment its prompt ("[strict] [idle] > ") is on
-// the terminal: issue 15's "cold start to prompt", as a person sees it.
+// the terminal: the "cold start to prompt", as a person sees it.
 // The REPL is then left with Ctrl-D and the kernel it started is shut
 // down, so every sample starts cold (no kernel running).
 func replPrompt(exe string, environ []string, project, sock, l1 string) (time.Duration, error) {

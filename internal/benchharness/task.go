@@ -14,7 +14,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/scheduler"
 )
 
-// taskSuite measures issue 14's whole task: the scripted demo
+// taskSuite measures the whole task: the scripted demo
 // (examples/cassettes/parseconfig.jsonl, provider-replay) end to end in
 // real sandboxes, its wall time split by the events' own timestamps, and
 // the kernel's memory over a synthetic 50-turn session.

@@ -18,7 +18,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/policy"
 )
 
-// workspaceSuite measures issue 11's session workspace figures: building a
+// workspaceSuite measures the session workspace figures: building a
 // plugin's view of a 10 000-file project beside `cp -r` of it (target p50
 // < 300 ms), and ingesting one write into the changeset (target p50 <
 // 5 ms), alone and with the view refresh that follows it.

@@ -11,7 +11,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// The API range the kernel speaks (seed 000 "Version Compatibility": the
+// The API range the kernel speaks ("Version Compatibility": the
 // latest two versions). v2 changed the tool kind; see plugins/CHANGELOG.md.
 const (
 	APIVersionMin = 1

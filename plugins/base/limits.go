@@ -2,7 +2,7 @@ package base
 
 import "google.golang.org/grpc"
 
-// Receive limits on plugin connections (issue 10 point 5). go-plugin dials
+// Receive limits on plugin connections. go-plugin dials
 // every plugin with a 2 GiB receive limit; the kernel lowers it on every
 // connection it opens, so a plugin cannot make it buffer more than this
 // per message, whatever it sends.

@@ -147,8 +147,7 @@ const (
 // OutputFunc receives container output. Returning an error ends the stream.
 type OutputFunc func(s Stream, data []byte) error
 
-// Engine is the container-runtime abstraction of seed 000 ("Container
-// Runtime Abstraction"), minus `run` (exec into a sandbox), which the
+// Engine is the container-runtime abstraction, minus `run` (exec into a sandbox), which the
 // default policy denies and fluffy does not offer.
 //
 // Idempotency (checked by conformance item RUNTIME-LIFECYCLE-001): a second

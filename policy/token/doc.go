@@ -1,4 +1,4 @@
-// Package token owns capability tokens (seed 000 "Capability System"):
+// Package token owns capability tokens:
 // short-lived, operation-level grants bound to one plugin instance and one
 // peer (pid, container id), scoped by syscall, path globs, a maximum number
 // of operations and a TTL (default 30 s). Every use carries a nonce that

@@ -11,7 +11,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/policy/glob"
 )
 
-// Bounds of every token, whatever the plugin asks for (issue 10 point 8: a
+// Bounds of every token, whatever the plugin asks for (a
 // plugin got a 10-year token with 2^31 operations). A request beyond them
 // is refused, not clipped, so the plugin learns what it holds.
 const (

@@ -159,7 +159,7 @@ func BenchmarkConsume(b *testing.B) {
 	}
 }
 
-// Issue 10 point 8: a plugin was issued a 10-year token granting 2^31
+// A plugin was issued a 10-year token granting 2^31
 // operations, and as many tokens as it asked for. Every bound is refused
 // with ErrLimit; a used-up or expired token frees its slot.
 func TestIssueBounds(t *testing.T) {
