@@ -108,7 +108,7 @@ capabilities:
 
 func TestBuiltins(t *testing.T) {
 	if n := len(builtinRules()); n > MaxBuiltins {
-		t.Fatalf("%d built-in rules, seed 000 allows at most %d", n, MaxBuiltins)
+		t.Fatalf("%d built-in rules, the design allows at most %d", n, MaxBuiltins)
 	}
 	e := NewEngine(mustLoad(t, `
 capabilities:

@@ -106,8 +106,8 @@ func (p *Policy) Section(name string) (*yaml.Node, bool) {
 	return n, ok
 }
 
-// ruleIndex maps a syscall type to the rules that can match it (seed 000:
-// HashMap<syscall_type, Rule[]>). Rules with a wildcard or no syscall are
+// ruleIndex maps a syscall type to the rules that can match it (a
+// map from syscall type to rules). Rules with a wildcard or no syscall are
 // merged into every exact list they can match, and kept in wild for
 // syscalls no rule names exactly.
 type ruleIndex struct {
@@ -587,7 +587,7 @@ func (l *loader) constraints(n *yaml.Node, r *Rule) error {
 		case "require_sandbox":
 			ok := s == "L2" || slices.Contains([]string{"ai-provider", "code-executor", "policy-sandbox", "integration-test"}, s)
 			if !ok {
-				return l.err(CodeBadValue, v, fmt.Sprintf("%s: unknown sandbox %q", what, s), "require_sandbox names L2 (any sandbox) or a seed 000 template", "use L2, ai-provider, code-executor, policy-sandbox or integration-test")
+				return l.err(CodeBadValue, v, fmt.Sprintf("%s: unknown sandbox %q", what, s), "require_sandbox names L2 (any sandbox) or a sandbox template", "use L2, ai-provider, code-executor, policy-sandbox or integration-test")
 			}
 			c.requireSandbox = s
 		case "require_capability_token":

@@ -9,7 +9,7 @@ import (
 )
 
 // Watcher reloads a policy file into an Engine when it changes (hot
-// reload, seed 003). It polls the size and modification time of the file
+// reload). It polls the size and modification time of the file
 // (and of any Also paths, e.g. the approval record that decides whether
 // the file may apply), loads through Source when one changed, and swaps
 // the result in when it differs from the policy in force. A policy that

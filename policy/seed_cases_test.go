@@ -351,7 +351,7 @@ capabilities:
 		}},
 	}
 	if len(cases) != 26 {
-		t.Fatalf("seed 000 has 26 cases, table has %d", len(cases))
+		t.Fatalf("the specification has 26 cases, table has %d", len(cases))
 	}
 	for i, c := range cases {
 		if i > 0 && c.num != cases[i-1].num+1 {

@@ -1,5 +1,5 @@
 // Package sandbox owns L2: the Runtime interface the kernel uses to drive a
-// container engine (implemented by a `runtime` plugin client), the seed 000
+// container engine (implemented by a `runtime` plugin client), the sandbox
 // templates and their limits, the embedded seccomp profiles, the base image,
 // the launchers that start a go-plugin plugin inside a container (Containers)
 // or a bubblewrap jail (Bwrap, and AdapterJail for runtime adapters), the

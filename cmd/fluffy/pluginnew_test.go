@@ -10,7 +10,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/manifests"
 )
 
-// TestPluginNewEndToEnd is issue 9.6's "done when": a third-party plugin
+// TestPluginNewEndToEnd: a third-party plugin
 // made by `fluffy plugin new` outside the repository, with the SDK through
 // the generated go.mod's replace directive, passes its own tests (the SDK's
 // test kit, schema vs plugin.yaml included), builds and stamps with the

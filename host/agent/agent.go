@@ -441,7 +441,7 @@ func (a *Agent) summarize(ctx context.Context) error {
 	if strings.TrimSpace(res.Text) == "" {
 		return uerr.New("AGENT_SUMMARY_EMPTY", "the summary request returned no text", "the model answered the summary request with nothing", "retry; if it persists, use a model with a larger context window")
 	}
-	a.h.summary = clipRunes(res.Text, 4*SummaryTokens) // seed 000: ~2000 tokens
+	a.h.summary = clipRunes(res.Text, 4*SummaryTokens) // ~2000 tokens
 	a.h.from = cut
 	a.h.summaries++
 	return nil

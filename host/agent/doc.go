@@ -8,8 +8,8 @@
 // It owns the conversation and its context window (sliding window with a
 // summary fallback at 70 % of the history budget, pinned items, token
 // counts calibrated against the provider's reported usage), the task's
-// limits (turns, tokens, cost, wall clock), futility detection (seed 002:
-// the same call with the same result again, turns without progress, the
+// limits (turns, tokens, cost, wall clock), futility detection
+// (the same call with the same result again, turns without progress, the
 // same test failure three times) and the ordered event stream.
 //
 // It must not bypass the router (every tool call goes through Tools.Call,

@@ -8,8 +8,8 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// Event types of the one ordered stream a task produces: seed 000's
-// StreamEvent kinds (text and tool-call deltas, usage, done, error) plus the
+// Event types of the one ordered stream a task produces: the
+// provider stream's kinds (text and tool-call deltas, usage, done, error) plus the
 // kernel's own. The REPL renders them; `--json` prints them one per line.
 const (
 	EventTaskStarted     = "task_started"

@@ -5,7 +5,7 @@ import "time"
 // EventType is the AuditEventType plus the kinds fluffy adds.
 type EventType string
 
-// Seed 000 event types.
+// Core event types.
 const (
 	EventSyscall             EventType = "syscall"
 	EventToolExecute         EventType = "tool_execute"

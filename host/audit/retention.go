@@ -33,7 +33,7 @@ type Retention struct {
 	MinAge time.Duration
 }
 
-// Defaults from seed 000.
+// Defaults: 90 days, 1 GiB.
 const (
 	DefaultMaxAge   = 90 * 24 * time.Hour
 	DefaultMaxBytes = 1 << 30

@@ -1,5 +1,5 @@
-// Package config owns fluffy's non-security settings and seed 000's
-// configuration hierarchy: flags > FLUFFY_* environment > project
+// Package config owns fluffy's non-security settings and their
+// hierarchy: flags > FLUFFY_* environment > project
 // .fluffy/config.yaml > user ~/.fluffy/config.yaml > defaults. Every key is
 // declared once in Keys with its type, default, environment variable and
 // documentation; unknown keys and bad values are errors with file:line.

@@ -14,8 +14,8 @@ import (
 
 // SyscallSandboxStart is the syscall the kernel evaluates before it starts a
 // plugin in a template that needs the policy's opt-in (integration-test:
-// network through the proxy, standard-net seccomp). Seed 000: "Using
-// integration-test requires explicit policy authorization".
+// network through the proxy, standard-net seccomp): using
+// integration-test needs the policy's explicit authorization.
 const SyscallSandboxStart = "sandbox.start"
 
 // AdmitStart implements supervisor.Admission: a plugin whose template

@@ -16,7 +16,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
-// Audit event types the kernel adds to seed 000's.
+// Audit event types the kernel adds to the audit package's.
 const (
 	EventNetworkRequest audit.EventType = "network_request"
 	// Plugin registry events are "plugin_<what>" (plugin_install,

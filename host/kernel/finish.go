@@ -22,7 +22,7 @@ const vcsPlugin = "vcs-git"
 const maxReviewDiff = 64 << 10
 
 // finisher is agent.Finisher: once the workflow reached reviewing, the
-// changeset is planned as a merge, approved automatically (seed 000's
+// changeset is planned as a merge, approved automatically (merge.Auto's
 // criteria) or by the person at the terminal, applied atomically to the
 // project, committed by the VCS plugin, and the workflow goes back to idle.
 type finisher struct{ t *Tasks }

@@ -150,7 +150,7 @@ func types(recs []audit.Record) string {
 	return strings.Join(s, ",")
 }
 
-// TestToolCallsAreJudged is issue 10 point 2 end to end: real tool-fs and a
+// TestToolCallsAreJudged end to end: real tool-fs and a
 // hostile fixture plugin in L2 containers, every call through the kernel's
 // router. A secret the policy denies is never read, bad arguments never
 // reach the plugin, an oversize output is refused, secrets in outputs are

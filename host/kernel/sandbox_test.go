@@ -164,7 +164,7 @@ func TestToolFSRunsInDockerSandbox(t *testing.T) {
 	}
 }
 
-// TestSandboxSeesOnlyWhatThePolicyAllows is issue 10 point 3 inside a real
+// TestSandboxSeesOnlyWhatThePolicyAllows, inside a real
 // container: /workspace is the project minus every path the default policy
 // denies tool-fs to read (.env, *.pem, .git/config), never .fluffy/ (the
 // raw audit database), and a symlink named docs/notes.txt pointing at

@@ -6,7 +6,7 @@
 // as told by the caller, no path sensitive by policy, no conflict or
 // binary file, at most merge.auto_max_lines lines); Apply lands approved
 // files atomically (temp file in the same directory, fsync, rename,
-// directory fsync, mode preserved) after writing the merge log (seed 000's
+// directory fsync, mode preserved) after writing the merge log (the
 // MergeOperation, store.PrefixMerge) to the project database, so that
 // Resume finishes or reports a merge a killed kernel left; Reject records
 // a refusal. merge_approved and merge_rejected are audited per file with

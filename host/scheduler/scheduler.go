@@ -41,7 +41,7 @@ type Config struct {
 	KeepFinished int
 }
 
-// DefaultConfig is seed 000's.
+// DefaultConfig is the scheduler's default configuration.
 func DefaultConfig() Config {
 	return Config{GlobalMax: 4, PerTemplate: map[string]int{"ai-provider": 2, "code-executor": 2, "policy-sandbox": 1},
 		AgeThreshold: 30 * time.Second, PauseGrace: time.Second, MemoryHigh: 0.8, AlmostDone: 0.8, KeepFinished: 4096}

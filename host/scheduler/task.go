@@ -59,7 +59,7 @@ const (
 // Final reports whether s is an end state.
 func (s TaskState) Final() bool { return s == Completed || s == Failed || s == Cancelled }
 
-// Signal is what the kernel tells a task's plugin around a pause (seed 000:
+// Signal is what the kernel tells a task's plugin around a pause:
 // PAUSE_SIGNAL before pausing, with a grace period to save state;
 // RESUME_SIGNAL after resuming).
 type Signal string

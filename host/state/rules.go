@@ -303,7 +303,7 @@ func (c configFile) exemptions(n *yaml.Node, into map[ExemptionCategory][]string
 	return c.mapping(n, SectionExemptions, func(key string, k, v *yaml.Node) error {
 		cat := ExemptionCategory(key)
 		if !slices.Contains(Categories, cat) {
-			return c.err(k, fmt.Sprintf("unknown exemption category %q", key), "seed 000 defines "+joinCats(), "use one of them")
+			return c.err(k, fmt.Sprintf("unknown exemption category %q", key), "the categories are "+joinCats(), "use one of them")
 		}
 		var globs []string
 		seen := false

@@ -369,7 +369,7 @@ func (ss *Sessions) List(includeArchived bool) ([]Session, error) {
 	return out, nil
 }
 
-// ArchiveOld archives every session not updated for olderThan (seed 000:
+// ArchiveOld archives every session not updated for olderThan (default
 // 30 days) and returns their ids. Archived sessions stay loadable.
 func (ss *Sessions) ArchiveOld(olderThan time.Duration) ([]string, error) {
 	all, err := ss.List(false)

@@ -9,7 +9,7 @@ import (
 // State is a workflow state.
 type State string
 
-// The nine states of seed 000.
+// The nine workflow states.
 const (
 	Idle               State = "idle"
 	Planning           State = "planning"

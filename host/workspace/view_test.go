@@ -94,7 +94,7 @@ func sameFile(t *testing.T, a, b string) bool {
 	return os.SameFile(fa, fb)
 }
 
-// TestViewHidesWhatThePolicyDenies is issue 10 point 3: the view holds the
+// TestViewHidesWhatThePolicyDenies: the view holds the
 // project minus every path the policy denies the plugin to read, never
 // .fluffy/, and links are judged by their resolved target.
 func TestViewHidesWhatThePolicyDenies(t *testing.T) {
