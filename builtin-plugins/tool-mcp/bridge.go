@@ -58,6 +58,9 @@ type config struct {
 	Command string            `json:"command"`
 	Args    []string          `json:"args"`
 	Env     map[string]string `json:"env"`
+	// URL, instead of Command, is a streamable HTTP server reached through
+	// the kernel's CONNECT proxy (the sandbox's only way out).
+	URL string `json:"url"`
 	// TimeoutSeconds bounds one tool call (0: defaultTimeout); a server
 	// that does not answer in time is stopped and started afresh.
 	TimeoutSeconds int `json:"timeout_seconds"`
@@ -75,6 +78,7 @@ type bridge struct {
 	exited    chan struct{}
 	scratch   string
 	stderr    *tail
+	fwd       *proxyForwarder
 }
 
 func newBridge(log hclog.Logger) *bridge { return &bridge{log: log} }
@@ -95,8 +99,8 @@ func (b *bridge) Configure(_ context.Context, cfg base.Config, _ base.KernelClie
 	if !serverNameRE.MatchString(c.Server) {
 		return cfgErr(fmt.Sprintf("MCP server name %q is not allowed", clip(c.Server, 64)), "names are lowercase letters, digits, - and _ (at most 32), starting with a letter")
 	}
-	if c.Command == "" {
-		return cfgErr("the MCP server "+c.Server+" has no command", "a stdio server is a program the bridge starts")
+	if (c.Command == "") == (c.URL == "") {
+		return cfgErr("the MCP server "+c.Server+" needs a command or a URL", "a stdio server is a program the bridge starts, an HTTP server a URL it connects to; not both")
 	}
 	b.mu.Lock()
 	b.cfg, b.workspace = c, cfg.Workspace
@@ -133,8 +137,11 @@ func (b *bridge) start(ctx context.Context) (*mcp.ClientSession, error) {
 			return b.sess, nil
 		}
 	}
-	if b.cfg.Command == "" {
+	if b.cfg.Command == "" && b.cfg.URL == "" {
 		return nil, cfgErr("the MCP bridge was not configured", "the kernel sends the server's command at Configure")
+	}
+	if b.cfg.URL != "" {
+		return b.startHTTP(ctx)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -151,7 +158,23 @@ func (b *bridge) start(ctx context.Context) (*mcp.ClientSession, error) {
 	argv = append(argv, b.cfg.Args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = b.workspace
-	cmd.Env = childEnv(os.Environ(), b.cfg.Env)
+	extra := b.cfg.Env
+	if b.fwd == nil {
+		if b.fwd, err = startForwarder(); err != nil {
+			os.RemoveAll(scratch)
+			return nil, fmt.Errorf("proxy forwarder: %w", err)
+		}
+	}
+	if b.fwd != nil {
+		extra = map[string]string{}
+		for k, v := range b.fwd.env() {
+			extra[k] = v
+		}
+		for k, v := range b.cfg.Env {
+			extra[k] = v
+		}
+	}
+	cmd.Env = childEnv(os.Environ(), extra)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	st := &tail{max: stderrTail}
 	cmd.Stderr = st
@@ -201,6 +224,7 @@ func (b *bridge) close() {
 	if b.scratch != "" {
 		os.RemoveAll(b.scratch)
 	}
+	b.fwd.close()
 }
 
 func (b *bridge) Tools(ctx context.Context) ([]tool.Def, error) {
@@ -289,9 +313,9 @@ func (b *bridge) Execute(ctx context.Context, call tool.Call, _ func(tool.Progre
 // against the instance, stops it, and restarts it on next use.
 func (b *bridge) transportErr(doing string, err error) error {
 	b.mu.Lock()
-	st, exited := b.stderr, b.exited
+	st, exited, child := b.stderr, b.exited, b.cmd != nil
 	b.mu.Unlock()
-	if exited != nil {
+	if exited != nil && child {
 		// A server that is going away: let it finish, so Health sees
 		// it gone and its last words are in stderr.
 		select {

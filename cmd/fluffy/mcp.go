@@ -15,7 +15,6 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/mcpconfig"
 	"github.com/fluffy-waffle/fluffy/textsafe"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // `fluffy mcp`: the MCP servers whose tools the model gets (docs/mcp.md).
@@ -31,7 +30,7 @@ func runMCP(e *env, args []string) error {
 	})
 }
 
-const mcpAddUsage = "usage: fluffy mcp add NAME [--scope project|user] [--env K=V]... [--network HOST:PORT]... [--timeout SECONDS] -- COMMAND [ARGS...]"
+const mcpAddUsage = "usage: fluffy mcp add NAME [--scope project|user] [--env K=V]... [--network HOST:PORT]... [--timeout SECONDS] -- COMMAND [ARGS...], or fluffy mcp add NAME --url URL"
 
 func mcpHelp() map[string]helpTopic {
 	const projectFlag = "  --project DIR   the project directory (default .)\n"
@@ -49,7 +48,9 @@ func mcpHelp() map[string]helpTopic {
 				"  --network H:P   an endpoint the server may reach through the kernel's proxy (repeatable); the\n" +
 				"                  policy must also opt in to the integration-test sandbox and list the host\n" +
 				"  --timeout S     seconds one tool call may take (default 60)\n" + projectFlag +
-				"\n--url (streamable HTTP) and a project's .mcp.json are not supported yet.\n"},
+				"\n`fluffy mcp add NAME --url URL` adds a streamable HTTP server instead: no program runs; the\n" +
+				"bridge reaches the URL's host alone through the kernel's proxy (and only when the policy's\n" +
+				"network_whitelist, if it has one, lists it). A project's .mcp.json is not read.\n"},
 		"mcp list": {usage: "mcp list [--project DIR] [--json]", summary: "list the configured MCP servers (project and user)",
 			text: "Environment values are never shown, only their names.\n\n" + projectFlag + "  --json          one JSON object per server\n"},
 		"mcp remove": {usage: "mcp remove NAME [--scope project|user] [--project DIR]", summary: "remove a configured MCP server",
@@ -100,16 +101,11 @@ func mcpAdd(e *env, args []string) error {
 	if command == nil {
 		before = args
 	}
-	for _, a := range before {
-		if a == "--url" || strings.HasPrefix(a, "--url=") {
-			return uerr.New("MCP_URL_UNSUPPORTED", "streamable HTTP MCP servers (--url) are not supported yet",
-				"only stdio servers, which fluffy runs in a sandbox of their own, can be added", "run the server as a program: fluffy mcp add NAME -- COMMAND [ARGS...] (see docs/mcp.md)")
-		}
-	}
 	fs := newFlags("mcp add")
 	project := fs.String("project", ".", "project directory")
 	scope := fs.String("scope", mcpconfig.ScopeProject, "project or user")
 	timeout := fs.Int("timeout", 0, "seconds per call")
+	rawURL := fs.String("url", "", "streamable HTTP endpoint")
 	env := kvList{}
 	var network strList
 	fs.Var(env, "env", "K=V")
@@ -121,14 +117,20 @@ func mcpAdd(e *env, args []string) error {
 	if len(pos) != 1 {
 		return usageErr("mcp add", "expected one NAME before --", mcpAddUsage)
 	}
-	if len(command) == 0 {
-		return usageErr("mcp add", "no COMMAND after --", mcpAddUsage)
+	if *rawURL != "" && len(command) > 0 {
+		return usageErr("mcp add", "both --url and a COMMAND after -- were given", "an HTTP server is added with --url alone: fluffy mcp add NAME --url URL")
+	}
+	if *rawURL == "" && len(command) == 0 {
+		return usageErr("mcp add", "no COMMAND after -- (or --url)", mcpAddUsage)
+	}
+	if *rawURL != "" {
+		command = []string{""}
 	}
 	st, err := mcpStore(e, *project)
 	if err != nil {
 		return err
 	}
-	s := mcpconfig.Server{Name: pos[0], Command: command[0], Args: command[1:], Network: network, TimeoutSeconds: *timeout, Scope: *scope}
+	s := mcpconfig.Server{Name: pos[0], Command: command[0], Args: command[1:], URL: *rawURL, Network: network, TimeoutSeconds: *timeout, Scope: *scope}
 	if len(env) > 0 {
 		s.Env = env
 	}
@@ -136,6 +138,9 @@ func mcpAdd(e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "added MCP server %s (%s): its tools are mcp.%s.TOOL; see them with `fluffy mcp tools %s`\n", s.Name, s.Scope, s.Name, s.Name)
+	if s.URL != "" {
+		fmt.Fprintf(e.stdout, "note: it is reached through the kernel's proxy, which allows its URL's host alone\n")
+	}
 	if len(network) > 0 {
 		fmt.Fprintf(e.stdout, "note: it runs in the integration-test sandbox, which the project policy must allow for plugin %s (sandbox.start), and reaches only hosts the policy's network_whitelist lists\n", s.SpecName())
 	}
@@ -178,6 +183,9 @@ func mcpList(e *env, args []string) error {
 	fmt.Fprintln(tw, "NAME\tSCOPE\tCOMMAND\tENV\tNETWORK")
 	for _, s := range all {
 		cmd := strings.Join(append([]string{s.Command}, s.Args...), " ")
+		if s.URL != "" {
+			cmd = s.URL
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Scope, textsafe.Line(cmd, 120), strings.Join(s.EnvNames(), ","), strings.Join(s.Network, ","))
 	}
 	return tw.Flush()

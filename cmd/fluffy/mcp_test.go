@@ -26,7 +26,13 @@ func TestMCPCommands(t *testing.T) {
 	if _, _, code := c.run("mcp", "add", "tools", "--scope", "user", "--project", project, "--", "python3", "/workspace/srv.py"); code != 0 {
 		t.Fatal("add a user-scoped server failed")
 	}
+	if out, errOut, code := c.run("mcp", "add", "web", "--project", project, "--url", "https://mcp.example.com/mcp"); code != 0 {
+		t.Fatalf("add --url: %d %s %s", code, out, errOut)
+	}
 	out, _, code = c.run("mcp", "list", "--project", project)
+	if !strings.Contains(out, "https://mcp.example.com/mcp") {
+		t.Fatalf("list does not show the URL server:\n%s", out)
+	}
 	if code != 0 || !strings.Contains(out, "docs") || !strings.Contains(out, "TOKEN") || !strings.Contains(out, "tools") || strings.Contains(out, "s3cret") {
 		t.Fatalf("list (%d):\n%s", code, out)
 	}
@@ -46,7 +52,10 @@ func TestMCPCommands(t *testing.T) {
 		args []string
 		code string
 	}{
-		{[]string{"mcp", "add", "web", "--url", "https://example.com/mcp"}, "MCP_URL_UNSUPPORTED"},
+		{[]string{"mcp", "add", "web", "--project", project, "--url", "ftp://example.com/mcp"}, "MCP_SERVER_INVALID"},
+		{[]string{"mcp", "add", "web", "--project", project, "--url", "https://user:pw@example.com/mcp"}, "MCP_SERVER_INVALID"},
+		{[]string{"mcp", "add", "web", "--project", project, "--url", "https://example.com/mcp", "--env", "A=b"}, "MCP_SERVER_INVALID"},
+		{[]string{"mcp", "add", "web", "--project", project, "--url", "https://example.com/mcp", "--", prog}, "USAGE"},
 		{[]string{"mcp", "add", "docs", "--project", project, "--", prog}, "MCP_SERVER_EXISTS"},
 		{[]string{"mcp", "add", "x", "--project", project, "--", "./relative"}, "MCP_SERVER_INVALID"},
 		{[]string{"mcp", "add", "x", "--project", project, "--network", "example.com", "--", prog}, "MCP_SERVER_INVALID"},

@@ -91,6 +91,20 @@ func mcpSpec(bridge supervisor.Spec, s mcpconfig.Server, home, project, hostRoot
 	if len(s.Network) > 0 {
 		spec.Template, spec.Network = manifests.TemplateIntegrationTest, slices.Clone(s.Network)
 	}
+	if s.URL != "" {
+		// No program runs: the bridge alone, in the template whose only
+		// way out is the proxy, allowed the URL's host alone.
+		hp, err := mcpconfig.URLHost(s.URL)
+		if err != nil {
+			return supervisor.Spec{}, err
+		}
+		if err := mcpconfig.Validate(s, home, project); err != nil {
+			return supervisor.Spec{}, err
+		}
+		spec.Template, spec.Network = manifests.TemplateAIProvider, []string{hp}
+		spec.Capabilities = slices.DeleteFunc(spec.Capabilities, func(c string) bool { return c == sandbox.CapToolchain })
+		return spec, nil
+	}
 	if s.Absolute() {
 		local := s.Command
 		if hostRoot != "" {

@@ -5,15 +5,21 @@ package kernel_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/audit"
@@ -142,11 +148,46 @@ func TestMCPServersThroughTheRouter(t *testing.T) {
 	// A variable of the kernel's own process: the sandbox must not see it.
 	t.Setenv("FLUFFY_MCP_HOST_CANARY", "host-canary-5521")
 	t.Setenv("MCP_HOST_CANARY", "host-canary-5522")
+	// A host service the network-enabled server may reach (through the
+	// kernel's proxy), and the policy's opt-in for that server alone.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, "pong-from-the-host")
+			c.Close()
+		}
+	}()
+	listed := ln.Addr().String()
+	// A streamable HTTP server on the host, on the SDK.
+	hs := mcp.NewServer(&mcp.Implementation{Name: "fixture-http", Version: "1.0.0"}, nil)
+	type greetIn struct {
+		Who string `json:"who"`
+	}
+	type greetOut struct {
+		Greeting string `json:"greeting"`
+	}
+	mcp.AddTool(hs, &mcp.Tool{Name: "greet", Description: "Greet someone"}, func(_ context.Context, _ *mcp.CallToolRequest, in greetIn) (*mcp.CallToolResult, greetOut, error) {
+		return nil, greetOut{Greeting: "hello, " + in.Who + ", over HTTP"}, nil
+	})
+	web := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return hs }, nil))
+	defer web.Close()
 	src := string(policy.DefaultYAML()) + `
   - name: mcp-forbidden
     match: { syscall: mcp.gosrv.forbidden }
     action: deny
     reason: "the tests deny this tool"
+  - name: netok-integration
+    match: { syscall: sandbox.start, plugin: mcp-netok }
+    action: allow
+    constraints: { require_sandbox: integration-test }
 `
 	p, err := policy.Load("mcp-test.yaml", []byte(src))
 	if err != nil {
@@ -156,6 +197,11 @@ func TestMCPServersThroughTheRouter(t *testing.T) {
 		return []mcpconfig.Server{
 			{Name: "gosrv", Command: goSrv, Args: []string{"-home", home}, Env: map[string]string{"GREETING": "hi"}, TimeoutSeconds: 5, Scope: mcpconfig.ScopeProject},
 			{Name: "pysrv", Command: pySrv, Scope: mcpconfig.ScopeUser},
+			// Asks for the network: the integration-test sandbox, which
+			// this policy does not open for it.
+			{Name: "netsrv", Command: goSrv, Network: []string{"example.com:443"}, Scope: mcpconfig.ScopeProject},
+			{Name: "netok", Command: goSrv, Network: []string{listed}, Scope: mcpconfig.ScopeProject},
+			{Name: "websrv", URL: web.URL + "/mcp", Scope: mcpconfig.ScopeProject},
 		}
 	}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -186,6 +232,10 @@ func TestMCPServersThroughTheRouter(t *testing.T) {
 	}
 	if strings.Contains(got, "bad.name") {
 		t.Fatalf("tools %q: a dotted MCP tool name was offered", got)
+	}
+
+	if _, err := k.MCPTools(ctx, "netsrv"); !uerr.HasCode(err, router.CodePolicyDenied) {
+		t.Fatalf("a server with --network started without the policy's integration-test opt-in: %v", err)
 	}
 
 	appr := &countingApprover{}
@@ -249,6 +299,24 @@ func TestMCPServersThroughTheRouter(t *testing.T) {
 	}
 	if !strings.Contains(env, "GREETING=hi") {
 		t.Errorf("the --env variable did not reach the server:\n%s", env)
+	}
+
+	// With --network and the policy's opt-in: the listed endpoint through
+	// the proxy, nothing else.
+	if r := call("mcp.netok.connect", `{"target":"`+listed+`"}`); !r.OK || !strings.Contains(string(r.Output), "200") || !strings.Contains(string(r.Output), "pong-from-the-host") {
+		t.Fatalf("netok to its listed endpoint: %+v %s", r.Err, r.Output)
+	} else {
+		t.Logf("measured: --network %s: %s", listed, r.Output)
+	}
+	if r := call("mcp.netok.connect", `{"target":"example.com:443"}`); !r.OK || !strings.Contains(string(r.Output), "403") {
+		t.Fatalf("netok to an unlisted host: %+v %s", r.Err, r.Output)
+	} else {
+		t.Logf("measured: --network %s, unlisted example.com:443: %s", listed, r.Output)
+	}
+
+	// A streamable HTTP server, reached through the proxy alone.
+	if r := call("mcp.websrv.greet", `{"who":"fluffy"}`); !r.OK || !strings.Contains(string(r.Output), "hello, fluffy, over HTTP") {
+		t.Fatalf("websrv.greet: %+v %s", r.Err, r.Output)
 	}
 
 	// A crash, a hang and a flood each fail their call (retryable) and
@@ -337,6 +405,7 @@ func TestMCPToolInAStrictTask(t *testing.T) {
 	var ev events
 	var mu sync.Mutex
 	mcpReviews := 0
+	var mcpScopes []string
 	onEvent := func(e agent.Event) {
 		ev.add(e)
 		if e.Type != agent.EventReviewRequested || e.Review == nil {
@@ -346,6 +415,7 @@ func TestMCPToolInAStrictTask(t *testing.T) {
 		if strings.HasPrefix(e.Review.Summary, "mcp.") {
 			mu.Lock()
 			mcpReviews++
+			mcpScopes = e.Review.Scopes
 			mu.Unlock()
 			scope = router.ScopeSession
 		}
@@ -367,6 +437,11 @@ func TestMCPToolInAStrictTask(t *testing.T) {
 	}
 	if mcpReviews != 1 {
 		t.Fatalf("%d reviews of the MCP tool: want one, then approved for the session", mcpReviews)
+	}
+	// "always" is a policy amendment, which names a request by its path;
+	// an MCP call has none, so the policy file is edited by hand instead.
+	if !slices.Contains(mcpScopes, router.ScopeSession) || slices.Contains(mcpScopes, router.ScopeAlways) {
+		t.Fatalf("the MCP tool's review offers %v: want once and session", mcpScopes)
 	}
 	for path, want := range map[string]string{lt.srcPath: lt.newSrc, lt.testPath: lt.newTest} {
 		if got, _ := os.ReadFile(filepath.Join(ws, path)); string(got) != want {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -57,9 +58,12 @@ type Server struct {
 	Name string `yaml:"name" json:"name"`
 	// Command is an absolute host path (mounted read-only at the same
 	// path) or a program name found on the policy's toolchains.
-	Command string            `yaml:"command" json:"command"`
-	Args    []string          `yaml:"args,omitempty" json:"args,omitempty"`
-	Env     map[string]string `yaml:"env,omitempty" json:"-"`
+	Command string `yaml:"command,omitempty" json:"command,omitempty"`
+	// URL, instead of Command, is a streamable HTTP server (http or
+	// https), reached only through the kernel's CONNECT proxy.
+	URL  string            `yaml:"url,omitempty" json:"url,omitempty"`
+	Args []string          `yaml:"args,omitempty" json:"args,omitempty"`
+	Env  map[string]string `yaml:"env,omitempty" json:"-"`
 	// Network lists host:port endpoints the server may reach through the
 	// kernel's proxy, when the policy also allows them.
 	Network []string `yaml:"network,omitempty" json:"network,omitempty"`
@@ -90,8 +94,9 @@ func (s Server) ConfigJSON() []byte {
 		Command string            `json:"command"`
 		Args    []string          `json:"args,omitempty"`
 		Env     map[string]string `json:"env,omitempty"`
+		URL     string            `json:"url,omitempty"`
 		Timeout int               `json:"timeout_seconds,omitempty"`
-	}{s.Name, s.Command, s.Args, s.Env, s.TimeoutSeconds})
+	}{s.Name, s.Command, s.Args, s.Env, s.URL, s.TimeoutSeconds})
 	return b
 }
 
@@ -110,6 +115,9 @@ func validate(s Server, home, project string, stat bool) error {
 	if !nameRE.MatchString(s.Name) {
 		return invalid(fmt.Sprintf("MCP server name %q is not allowed", clip(s.Name)),
 			"the name becomes part of tool names (mcp.NAME.TOOL) that policy rules match", "use lowercase letters, digits, - and _ (at most 32), starting with a letter")
+	}
+	if s.URL != "" {
+		return validateURL(s)
 	}
 	switch {
 	case s.Command == "":
@@ -167,6 +175,52 @@ func validate(s Server, home, project string, stat bool) error {
 		}
 	}
 	return nil
+}
+
+// validateURL checks an HTTP server's entry: a URL and nothing a program
+// would take.
+func validateURL(s Server) error {
+	if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 || len(s.Network) > 0 {
+		return invalid("MCP server "+s.Name+" has a URL and a command, arguments, --env or --network",
+			"an HTTP server is reached at its URL's host alone; a command, its environment and its network belong to a stdio server", "give either --url URL or -- COMMAND [ARGS...]")
+	}
+	if _, err := URLHost(s.URL); err != nil {
+		return err
+	}
+	if s.TimeoutSeconds < 0 || s.TimeoutSeconds > 3600 {
+		return invalid(fmt.Sprintf("timeout %d s is out of range", s.TimeoutSeconds), "a call may be given 1 to 3600 seconds", "omit it for 60 s")
+	}
+	return nil
+}
+
+// URLHost is the host:port an HTTP server's URL is reached at.
+func URLHost(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	bad := func(why string) error {
+		return invalid(fmt.Sprintf("URL %q cannot be used", clip(raw)), why, "give the server's endpoint, e.g. --url https://mcp.example.com/mcp")
+	}
+	switch {
+	case err != nil:
+		return "", bad(err.Error())
+	case u.Scheme != "https" && u.Scheme != "http":
+		return "", bad("the scheme is http or https")
+	case u.User != nil:
+		return "", bad("credentials in the URL would be stored and shown; they are not supported")
+	case u.Hostname() == "":
+		return "", bad("it has no host")
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	hp := net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	if why := checkHost(hp); why != "" {
+		return "", bad(why)
+	}
+	return hp, nil
 }
 
 func checkHost(s string) string {

@@ -42,6 +42,12 @@ func TestValidate(t *testing.T) {
 		{"bad variable name", Server{Name: "x", Command: prog, Env: map[string]string{"A-B": "1"}}, false},
 		{"endpoint without port", Server{Name: "x", Command: prog, Network: []string{"api.github.com"}}, false},
 		{"endpoint with scheme", Server{Name: "x", Command: prog, Network: []string{"https://api.github.com:443"}}, false},
+		{"https URL", Server{Name: "web", URL: "https://mcp.example.com/mcp"}, true},
+		{"http URL with port", Server{Name: "web", URL: "http://127.0.0.1:8080/mcp"}, true},
+		{"ftp URL", Server{Name: "web", URL: "ftp://example.com/"}, false},
+		{"URL with credentials", Server{Name: "web", URL: "https://u:p@example.com/"}, false},
+		{"URL and command", Server{Name: "web", URL: "https://example.com/", Command: prog}, false},
+		{"URL and env", Server{Name: "web", URL: "https://example.com/", Env: map[string]string{"A": "b"}}, false},
 		{"negative timeout", Server{Name: "x", Command: prog, TimeoutSeconds: -1}, false},
 	}
 	for _, c := range cases {

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -27,6 +28,10 @@ type echoOut struct {
 
 type none struct{}
 
+type connectIn struct {
+	Target string `json:"target" jsonschema:"host:port"`
+}
+
 // probeOut says, for each attempt, what happened ("ok: ..." or the error).
 type probeOut struct {
 	Results map[string]string `json:"results"`
@@ -45,6 +50,9 @@ func main() {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "probe", Description: "Report what the server can reach"}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, probeOut, error) {
 		return nil, probe(*home), nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "connect", Description: "Open a tunnel to target through $HTTPS_PROXY and read one line"}, func(_ context.Context, _ *mcp.CallToolRequest, in connectIn) (*mcp.CallToolResult, echoOut, error) {
+		return nil, echoOut{Echo: connect(in.Target)}, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Exit in the middle of the call"}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, echoOut, error) {
 		os.Exit(3)
@@ -71,6 +79,39 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// connect reports the proxy's status line and, through an open tunnel,
+// the first line the target sends.
+func connect(target string) string {
+	proxy := strings.TrimPrefix(os.Getenv("HTTPS_PROXY"), "http://")
+	if proxy == "" {
+		return "no HTTPS_PROXY"
+	}
+	c, err := net.DialTimeout("tcp", proxy, 3*time.Second)
+	if err != nil {
+		return "dial proxy: " + err.Error()
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	r := bufio.NewReader(c)
+	status, err := r.ReadString('\n')
+	if err != nil {
+		return "read status: " + err.Error()
+	}
+	out := strings.TrimSpace(status)
+	if !strings.Contains(status, " 200 ") {
+		return out
+	}
+	for {
+		l, err := r.ReadString('\n')
+		if err != nil || strings.TrimSpace(l) == "" {
+			break
+		}
+	}
+	line, _ := r.ReadString('\n')
+	return out + " | " + strings.TrimSpace(line)
 }
 
 func probe(home string) probeOut {
