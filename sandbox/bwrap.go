@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/textsafe"
@@ -69,6 +71,11 @@ type jail struct {
 	// cancelled (the quota watcher's kill); bwrap then runs in a process
 	// group of its own.
 	stop context.Context
+	// outTmpfs, if set, mounts /out as a tmpfs of that many bytes in the
+	// jail (no bind from the host); info then receives bwrap's
+	// --info-fd JSON, which names the jail's pid.
+	outTmpfs int64
+	info     *os.File
 }
 
 func (j jail) command() *exec.Cmd {
@@ -82,6 +89,12 @@ func (j jail) command() *exec.Cmd {
 		"--tmpfs", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 		"--ro-bind", j.binary, guestBin,
 		"--bind", j.dir, j.dir,
+	}
+	if j.outTmpfs > 0 {
+		args = append(args, "--size", strconv.FormatInt(j.outTmpfs, 10), "--perms", "0700", "--tmpfs", GuestOut)
+	}
+	if j.info != nil {
+		args = append(args, "--info-fd", "3")
 	}
 	for _, b := range j.ro {
 		args = append(args, "--ro-bind", b[0], b[1])
@@ -97,6 +110,9 @@ func (j jail) command() *exec.Cmd {
 	cmd.Env = append([]string{"TMPDIR=" + j.dir, "HOME=/tmp", rt.EnvExitWhenOrphaned + "=1"}, j.env...)
 	if j.tmpInTmpfs {
 		cmd.Env = append([]string{"TMPDIR=/tmp", plugin.EnvUnixSocketDir + "=" + j.dir, "HOME=/tmp", rt.EnvExitWhenOrphaned + "=1"}, j.env...)
+	}
+	if j.info != nil {
+		cmd.ExtraFiles = []*os.File{j.info}
 	}
 	// bwrap itself dies with the kernel (and takes the jail with it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -230,11 +246,21 @@ type Bwrap struct {
 	bwrap      string
 	reason     error
 	once       sync.Once
+	// sized: this bubblewrap mounts size-limited tmpfs (--size).
+	sized bool
 }
 
 // Prepare implements the launcher contract.
 func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientConfig) (Launched, error) {
-	b.once.Do(func() { b.bwrap, b.reason = BwrapUsable() })
+	b.once.Do(func() {
+		b.bwrap, b.reason = BwrapUsable()
+		if b.reason == nil {
+			b.sized = bwrapSizedTmpfs(b.bwrap)
+			if !b.sized && b.Logger != nil {
+				b.Logger.Warn("this bubblewrap cannot size a tmpfs (--size needs bubblewrap 0.7): a bwrap sandbox's /out is a watched host directory, bounded only after the fact")
+			}
+		}
+	})
 	if b.reason != nil {
 		return Launched{}, ErrBwrapUnavailable(b.reason)
 	}
@@ -255,13 +281,23 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 	if spec.Workspace != "" {
 		j.ro = append(j.ro, [2]string{spec.Workspace, GuestWorkspace})
 	}
+	// /out is a tmpfs of its limit in the jail where bubblewrap can size
+	// one: copied to the host OutDir after each call for the kinds whose
+	// outputs the kernel reads, never for the others.
+	outTmpfs := spec.OutDir != "" && b.sized && limits.OutBytes > 0
+	watchedOut := ""
 	if spec.OutDir != "" {
 		if err := os.MkdirAll(spec.OutDir, 0o700); err != nil {
 			return Launched{}, fmt.Errorf("output dir: %w", err)
 		}
-		j.rw = append(j.rw, [2]string{spec.OutDir, GuestOut})
+		if outTmpfs {
+			j.outTmpfs = limits.OutBytes
+		} else {
+			j.rw = append(j.rw, [2]string{spec.OutDir, GuestOut})
+			watchedOut = spec.OutDir
+		}
 	}
-	dirs := sandboxQuotaDirs(dir, dir, spec.OutDir, limits.OutBytes)
+	dirs := sandboxQuotaDirs(dir, dir, watchedOut, limits.OutBytes)
 	if tplErr == nil && tpl.RunsCode {
 		for _, t := range toolchainMounts(spec.Toolchains) {
 			j.ro = append(j.ro, [2]string{t.local(), t.Path})
@@ -284,19 +320,34 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 	q := &bwrapQuota{name: spec.Name, log: b.Logger}
 	stopCtx, kill := context.WithCancel(context.Background())
 	j.stop = stopCtx
+	var out *bwrapOut
+	var collect func(context.Context) error
+	if outTmpfs && outputsRead(spec.Kind) {
+		var err error
+		if out, err = newBwrapOut(spec.Name, limits, spec.OutDir, q, kill, b.Logger); err != nil {
+			kill()
+			return Launched{}, err
+		}
+		j.info = out.infoW
+		collect = out.collect
+		cfg.GRPCDialOptions = append(cfg.GRPCDialOptions, grpc.WithChainUnaryInterceptor(collectAfterCommit(collect)))
+	}
 	cfg.Cmd = j.command()
 	cfg.SkipHostEnv = true
 	wctx, unwatch := context.WithCancel(context.Background())
-	go watchQuota(wctx, dirs, func(o overQuota) { q.stop(o, kill, spec.OutDir, spec.BuildCache) })
+	go watchQuota(wctx, dirs, func(o overQuota) { q.stop(o, kill, watchedOut, spec.BuildCache) })
 	var once sync.Once
 	cleanup := func() {
 		once.Do(func() {
 			unwatch()
 			kill()
+			if out != nil {
+				out.close()
+			}
 			_ = os.RemoveAll(dir)
 		})
 	}
-	return Launched{Workspace: GuestWorkspace, OutDir: GuestOut, Cleanup: cleanup, Status: q.status}, nil
+	return Launched{Workspace: GuestWorkspace, OutDir: GuestOut, Cleanup: cleanup, Status: q.status, Collect: collect}, nil
 }
 
 // DefaultBwrapCacheBytes bounds a bwrap sandbox's build cache (/cache):

@@ -23,14 +23,22 @@ const collectedUnary = "/fluffy.vcs.v1.VCS/Commit"
 // collectUnary is the gRPC interceptor that copies /out to the host after
 // a VCS commit.
 func (r *containerRunner) collectUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	err := invoker(ctx, method, req, reply, cc, opts...)
-	if method != collectedUnary {
+	return collectAfterCommit(r.collect)(ctx, method, req, reply, cc, invoker, opts...)
+}
+
+// collectAfterCommit is a gRPC interceptor that runs collect after a VCS
+// commit (collectedUnary) and fails the call when the copy does.
+func collectAfterCommit(collect func(context.Context) error) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if method != collectedUnary {
+			return err
+		}
+		if cerr := collect(ctx); cerr != nil {
+			return cerr
+		}
 		return err
 	}
-	if cerr := r.collect(ctx); cerr != nil {
-		return cerr
-	}
-	return err
 }
 
 // collect copies the container's /out (a tmpfs of the template's

@@ -142,80 +142,112 @@ func TestDiskQuotaStopsTheSandbox(t *testing.T) {
 // gets the same ENOSPC and nothing on the host at all.
 func TestOutQuotaIsTheFilesystems(t *testing.T) {
 	needDocker(t)
-	const limit = 16 << 20
-	for _, tc := range []struct {
-		name, kind string
-		bytes      int64
-		over       bool
-	}{
-		{"tool 1GiB into 16MiB", "tool", 1 << 30, true},
-		{"tool 4MiB into 16MiB", "tool", 4 << 20, false},
-		{"provider 1GiB into 16MiB", "provider", 1 << 30, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			spec := newSpec(t, "code-executor")
-			spec.Kind = tc.kind
-			spec.Limits.OutBytes = limit
-			r := launch(t, tenv.containers, spec)
-			var peak atomic.Int64
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					if n := apparentSize(spec.OutDir); n > peak.Load() {
-						peak.Store(n)
-					}
-					select {
-					case <-stop:
-						return
-					case <-time.After(2 * time.Millisecond):
-					}
-				}
-			}()
-			out, err := call(t, r, "fill", map[string]any{"path": GuestOut + "/op1/big", "bytes": tc.bytes}, 2*time.Minute)
-			after := apparentSize(spec.OutDir)
-			close(stop)
-			wg.Wait()
-			t.Logf("call: %+v %v; host peak %d bytes, after %d", out, err, peak.Load(), after)
-			if p := peak.Load(); p > limit {
-				t.Fatalf("the host output directory reached %d bytes, more than the %d limit", p, limit)
+	for _, tc := range outQuotaCases {
+		t.Run(tc.name, func(t *testing.T) { checkOutQuota(t, tenv.containers, tc) })
+	}
+}
+
+// TestBwrapOutQuotaIsTheFilesystems is TestOutQuotaIsTheFilesystems for
+// the bwrap launcher: /out is a tmpfs of its limit in the jail (bubblewrap
+// --size), copied to the host by the kernel after each call, so a writer
+// as fast as the page cache gets ENOSPC inside and the host output
+// directory never holds more than the limit (it was a watched bind mount
+// that a fast writer overran before the watcher stopped it).
+func TestBwrapOutQuotaIsTheFilesystems(t *testing.T) {
+	bw, err := BwrapUsable()
+	if err != nil {
+		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
+			t.Fatalf("bubblewrap unusable in CI: %v", err)
+		}
+		t.Skipf("bubblewrap unusable: %v", err)
+	}
+	if !bwrapSizedTmpfs(bw) {
+		t.Fatalf("bubblewrap at %s cannot size a tmpfs (--size needs bubblewrap 0.7)", bw)
+	}
+	for _, tc := range outQuotaCases {
+		t.Run(tc.name, func(t *testing.T) { checkOutQuota(t, &Bwrap{Lease: tenv.lease}, tc) })
+	}
+}
+
+type outQuotaCase struct {
+	name, kind string
+	bytes      int64
+	over       bool
+}
+
+const outQuotaLimit = 16 << 20
+
+var outQuotaCases = []outQuotaCase{
+	{"tool 1GiB into 16MiB", "tool", 1 << 30, true},
+	{"tool 4MiB into 16MiB", "tool", 4 << 20, false},
+	{"provider 1GiB into 16MiB", "provider", 1 << 30, true},
+}
+
+// checkOutQuota has a plugin of tc.kind write tc.bytes into /out as fast
+// as it can while the test measures the host output directory.
+func checkOutQuota(t *testing.T, l launcher, tc outQuotaCase) {
+	const limit = outQuotaLimit
+	spec := newSpec(t, "code-executor")
+	spec.Kind = tc.kind
+	spec.Limits.OutBytes = limit
+	r := launch(t, l, spec)
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			if n := apparentSize(spec.OutDir); n > peak.Load() {
+				peak.Store(n)
 			}
-			if !tc.over {
-				if err != nil || !out.OK {
-					t.Fatalf("a write under the limit failed: %+v %v", out, err)
-				}
-				if after != tc.bytes {
-					t.Fatalf("the host has %d bytes of the %d written", after, tc.bytes)
-				}
+			select {
+			case <-stop:
 				return
+			case <-time.After(2 * time.Millisecond):
 			}
-			if out.OK || !strings.Contains(out.Error, "no space left on device") {
-				t.Fatalf("the write past the limit did not fail with ENOSPC inside the sandbox: %+v", out)
-			}
-			if int64(out.Count)<<20 > limit {
-				t.Fatalf("the plugin wrote %d MiB into a %d MiB /out", out.Count, limit>>20)
-			}
-			if tc.kind == "provider" {
-				if err != nil || after != 0 || r.launched.Collect != nil {
-					t.Fatalf("a private /out: call error %v, %d bytes on the host, collected %v", err, after, r.launched.Collect != nil)
-				}
-				return
-			}
-			if !uerr.HasCode(err, CodeQuotaExceeded) {
-				t.Fatalf("call error = %v, want %s", err, CodeQuotaExceeded)
-			}
-			if ue, _ := uerr.As(err); !strings.Contains(ue.Why, GuestOut) {
-				t.Fatalf("error does not name %s: %v", GuestOut, ue)
-			}
-			if after != 0 {
-				t.Fatalf("%d bytes of the over-quota output were kept", after)
-			}
-			if st, xerr := quotaExit(t, r); !uerr.HasCode(xerr, CodeQuotaExceeded) {
-				t.Fatalf("sandbox ended with %v (status %+v), want %s", xerr, st, CodeQuotaExceeded)
-			}
-		})
+		}
+	}()
+	out, err := call(t, r, "fill", map[string]any{"path": GuestOut + "/op1/big", "bytes": tc.bytes}, 2*time.Minute)
+	after := apparentSize(spec.OutDir)
+	close(stop)
+	wg.Wait()
+	t.Logf("call: %+v %v; host peak %d bytes, after %d", out, err, peak.Load(), after)
+	if p := peak.Load(); p > limit {
+		t.Fatalf("the host output directory reached %d bytes, more than the %d limit", p, limit)
+	}
+	if !tc.over {
+		if err != nil || !out.OK {
+			t.Fatalf("a write under the limit failed: %+v %v", out, err)
+		}
+		if after != tc.bytes {
+			t.Fatalf("the host has %d bytes of the %d written", after, tc.bytes)
+		}
+		return
+	}
+	if out.OK || !strings.Contains(out.Error, "no space left on device") {
+		t.Fatalf("the write past the limit did not fail with ENOSPC inside the sandbox: %+v", out)
+	}
+	if int64(out.Count)<<20 > limit {
+		t.Fatalf("the plugin wrote %d MiB into a %d MiB /out", out.Count, limit>>20)
+	}
+	if tc.kind == "provider" {
+		if err != nil || after != 0 || r.launched.Collect != nil {
+			t.Fatalf("a private /out: call error %v, %d bytes on the host, collected %v", err, after, r.launched.Collect != nil)
+		}
+		return
+	}
+	if !uerr.HasCode(err, CodeQuotaExceeded) {
+		t.Fatalf("call error = %v, want %s", err, CodeQuotaExceeded)
+	}
+	if ue, _ := uerr.As(err); !strings.Contains(ue.Why, GuestOut) {
+		t.Fatalf("error does not name %s: %v", GuestOut, ue)
+	}
+	if after != 0 {
+		t.Fatalf("%d bytes of the over-quota output were kept", after)
+	}
+	if st, xerr := quotaExit(t, r); !uerr.HasCode(xerr, CodeQuotaExceeded) {
+		t.Fatalf("sandbox ended with %v (status %+v), want %s", xerr, st, CodeQuotaExceeded)
 	}
 }
 
