@@ -15,6 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/mcpconfig"
 	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // `fluffy mcp`: the MCP servers whose tools the model gets (docs/mcp.md).
@@ -27,16 +28,17 @@ func runMCP(e *env, args []string) error {
 		"list":   mcpList,
 		"remove": mcpRemove,
 		"tools":  mcpToolsCmd,
+		"trust":  mcpTrust,
 	})
 }
 
-const mcpAddUsage = "usage: fluffy mcp add NAME [--scope project|user] [--env K=V]... [--network HOST:PORT]... [--timeout SECONDS] -- COMMAND [ARGS...], or fluffy mcp add NAME --url URL"
+const mcpAddUsage = "usage: fluffy mcp add NAME [--scope project|user] [--env K=V]... [--network HOST:PORT]... [--timeout N] -- COMMAND [ARGS...], or fluffy mcp add NAME --url URL"
 
 func mcpHelp() map[string]helpTopic {
 	const projectFlag = "  --project DIR   the project directory (default .)\n"
 	return map[string]helpTopic{
 		"mcp": {usage: "mcp SUBCOMMAND", summary: "add, list, remove MCP servers and list their tools (each runs in its own sandbox)"},
-		"mcp add": {usage: "mcp add NAME [--scope project|user] [--env K=V]... [--network HOST:PORT]... [--timeout SECONDS] [--project DIR] -- COMMAND [ARGS...]",
+		"mcp add": {usage: "mcp add NAME [--scope project|user] [--env K=V]... [--network HOST:PORT]... [--timeout N] [--project DIR] -- COMMAND [ARGS...]",
 			summary: "configure a stdio MCP server; its tools reach the model as mcp.NAME.TOOL",
 			text: "Stores the server in $FLUFFY_HOME (never in the project tree). The kernel starts it on first use\n" +
 				"inside its own sandbox (no network, the project's read-only view at /workspace, the policy's\n" +
@@ -47,15 +49,22 @@ func mcpHelp() map[string]helpTopic {
 				"  --env K=V       an environment variable for the server (repeatable); nothing else is passed\n" +
 				"  --network H:P   an endpoint the server may reach through the kernel's proxy (repeatable); the\n" +
 				"                  policy must also opt in to the integration-test sandbox and list the host\n" +
-				"  --timeout S     seconds one tool call may take (default 60)\n" + projectFlag +
+				"  --timeout N     seconds one tool call may take (default 60)\n" + projectFlag +
 				"\n`fluffy mcp add NAME --url URL` adds a streamable HTTP server instead: no program runs; the\n" +
 				"bridge reaches the URL's host alone through the kernel's proxy (and only when the policy's\n" +
-				"network_whitelist, if it has one, lists it). A project's .mcp.json is not read.\n"},
+				"network_whitelist, if it has one, lists it). A project's .mcp.json applies after `fluffy mcp trust`.\n"},
 		"mcp list": {usage: "mcp list [--project DIR] [--json]", summary: "list the configured MCP servers (project and user)",
 			text: "Environment values are never shown, only their names.\n\n" + projectFlag + "  --json          one JSON object per server\n"},
 		"mcp remove": {usage: "mcp remove NAME [--scope project|user] [--project DIR]", summary: "remove a configured MCP server",
 			text: "Without --scope: the project's entry if it has one, else the user's.\n\n" +
 				"  --scope S       project or user\n" + projectFlag},
+		"mcp trust": {usage: "mcp trust [--project DIR] [--yes]", summary: "let the servers of the project's .mcp.json run, after showing them",
+			text: "A project's .mcp.json (the format other agents use) names programs to run, so its servers apply only\n" +
+				"once you trusted its exact content: this shows every server (command, arguments, environment names,\n" +
+				"URL) and the file's sha256, and asks. Any change to the file needs trusting again. Entries are\n" +
+				"checked like `fluffy mcp add`'s; ${VAR} references are passed as written, not expanded, and\n" +
+				"entries with HTTP headers are refused. A server configured with `fluffy mcp add` wins by name.\n\n" +
+				projectFlag + "  --yes           trust without an interactive question (you reviewed the file)\n"},
 		"mcp tools": {usage: "mcp tools NAME [--project DIR] [--sandbox docker|bwrap] [--json]", summary: "start the server in its sandbox and list its tools",
 			text: "Starts the server the way a task does (its sandbox, its limits) and prints the tools the model\n" +
 				"would get, with their parameter schemas.\n\n" + projectFlag +
@@ -138,6 +147,7 @@ func mcpAdd(e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "added MCP server %s (%s): its tools are mcp.%s.TOOL; see them with `fluffy mcp tools %s`\n", s.Name, s.Scope, s.Name, s.Name)
+	fmt.Fprintln(e.stdout, "a kernel already running for the project loads it after `fluffy kernel stop`")
 	if s.URL != "" {
 		fmt.Fprintf(e.stdout, "note: it is reached through the kernel's proxy, which allows its URL's host alone\n")
 	}
@@ -174,6 +184,13 @@ func mcpList(e *env, args []string) error {
 			}
 		}
 		return nil
+	}
+	pj, pjErr := st.ReadProjectJSON()
+	switch {
+	case pjErr != nil:
+		fmt.Fprintf(e.stderr, "note: %s\n", textsafe.Line(uerr.From(pjErr).What+": "+uerr.From(pjErr).Why, 400))
+	case pj != nil && !pj.Trusted:
+		fmt.Fprintf(e.stderr, "note: %s lists %d servers that do not run until you trust it: `fluffy mcp trust` shows them\n", pj.Path, len(pj.Servers))
 	}
 	if len(all) == 0 {
 		fmt.Fprintln(e.stdout, "no MCP servers configured; add one with `fluffy mcp add NAME -- COMMAND [ARGS...]`")
@@ -261,5 +278,66 @@ func mcpToolsCmd(e *env, args []string) error {
 	for _, t := range tools {
 		fmt.Fprintf(e.stdout, "  %s  %s\n    parameters: %s\n", t.Name, textsafe.Line(t.Summary, 200), textsafe.Line(string(t.ParametersJSON), 400))
 	}
+	return nil
+}
+
+func mcpTrust(e *env, args []string) error {
+	fs := newFlags("mcp trust")
+	project := fs.String("project", ".", "project directory")
+	yes := fs.Bool("yes", false, "trust without asking")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil || len(pos) != 0 {
+		return usageErr("mcp trust", "mcp trust takes no arguments", "usage: fluffy mcp trust [--project DIR] [--yes]")
+	}
+	st, err := mcpStore(e, *project)
+	if err != nil {
+		return err
+	}
+	pj, err := st.ReadProjectJSON()
+	if err != nil {
+		return err
+	}
+	if pj == nil {
+		return uerr.New(mcpconfig.CodeNotFound, "the project has no "+mcpconfig.MCPJSONName, "there is nothing to trust in "+st.Project, "add servers with `fluffy mcp add`, or write a .mcp.json")
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "%s (sha256 %s) lists %d MCP servers:\n", pj.Path, pj.SHA256, len(pj.Servers))
+	for _, s := range pj.Servers {
+		if s.URL != "" {
+			fmt.Fprintf(w, "  %s  url %s\n", s.Name, textsafe.Line(s.URL, 300))
+			continue
+		}
+		fmt.Fprintf(w, "  %s  runs %s\n", s.Name, textsafe.Line(strings.Join(append([]string{s.Command}, s.Args...), " "), 600))
+		if names := s.EnvNames(); len(names) > 0 {
+			fmt.Fprintf(w, "      environment: %s\n", strings.Join(names, ", "))
+		}
+	}
+	if pj.Trusted {
+		fmt.Fprintln(w, "This content is already trusted.")
+		return nil
+	}
+	if pj.TrustedOther {
+		fmt.Fprintln(w, "The file changed since you trusted it.")
+	}
+	approved := *yes
+	if !approved {
+		if !e.isTTY {
+			return uerr.New("MCP_TRUST_REVIEW_REQUIRED", "the project's .mcp.json is not trusted",
+				"its servers are programs fluffy would start, so they run only once you approved the file, and there is no terminal to ask on",
+				"review the servers above, then run `fluffy mcp trust --yes`")
+		}
+		ans, err := ask(e, "Run these servers (each in its own sandbox) in this project? [y/N] ")
+		if err != nil {
+			return err
+		}
+		approved = ans == "y" || ans == "yes"
+	}
+	if !approved {
+		return uerr.New("MCP_TRUST_REJECTED", "the project's .mcp.json is not trusted", "you did not approve it", "its servers do not run; `fluffy mcp trust` asks again")
+	}
+	if err := st.TrustProjectJSON(pj.SHA256); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Trusted: its servers run from the next kernel start (sha256 %s).\n", pj.SHA256[:12])
 	return nil
 }

@@ -77,4 +77,25 @@ func TestMCPCommands(t *testing.T) {
 	if entries, _ := os.ReadDir(project); len(entries) != 0 {
 		t.Fatalf("the project tree was written: %v", entries)
 	}
+
+	// A .mcp.json applies only once trusted, and only as it was shown.
+	if err := os.WriteFile(filepath.Join(project, ".mcp.json"), []byte(`{"mcpServers": {"fromrepo": {"command": "npx", "args": ["-y", "srv"], "env": {"KEY": "v"}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, _ = c.run("mcp", "list", "--project", project)
+	if strings.Contains(out, "fromrepo") || !strings.Contains(errOut, "mcp trust") {
+		t.Fatalf("untrusted .mcp.json: %s / %s", out, errOut)
+	}
+	if _, errOut, code := c.run("mcp", "trust", "--project", project); code == 0 || !strings.Contains(errOut, "MCP_TRUST_REVIEW_REQUIRED") {
+		t.Fatalf("trust without a terminal or --yes: %d %s", code, errOut)
+	}
+	if out, _, code := c.runIn("n\n", true, "mcp", "trust", "--project", project); code == 0 || !strings.Contains(out, "npx -y srv") || !strings.Contains(out, "KEY") {
+		t.Fatalf("trust answered no: %d %s", code, out)
+	}
+	if out, errOut, code := c.runIn("y\n", true, "mcp", "trust", "--project", project); code != 0 {
+		t.Fatalf("trust answered yes: %d %s %s", code, out, errOut)
+	}
+	if out, _, _ := c.run("mcp", "list", "--project", project); !strings.Contains(out, "fromrepo") || !strings.Contains(out, "mcp.json") {
+		t.Fatalf("trusted .mcp.json not listed:\n%s", out)
+	}
 }

@@ -462,6 +462,11 @@ func flagsFirst(words []string) []string {
 	}
 	var flags, pos []string
 	for i := n; i < len(words); i++ {
+		if words[i] == "--" {
+			// What follows `--` is positional and stays last, in order.
+			pos = append(pos, words[i:]...)
+			break
+		}
 		if strings.HasPrefix(words[i], "-") {
 			flags = append(flags, words[i])
 			if i+1 < len(words) && isValuePlaceholder(words[i+1]) {

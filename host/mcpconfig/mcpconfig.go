@@ -354,7 +354,8 @@ func (st Store) write(scope string, servers []Server) error {
 }
 
 // List is every server that applies: the project's, then the user's that
-// the project does not override by name, sorted by name.
+// the project does not override by name, then those of the project's
+// .mcp.json when the user trusted its exact content, sorted by name.
 func (st Store) List() ([]Server, error) {
 	var out []Server
 	seen := map[string]bool{}
@@ -374,7 +375,17 @@ func (st Store) List() ([]Server, error) {
 	}
 	for _, s := range us {
 		if !seen[s.Name] {
+			seen[s.Name] = true
 			out = append(out, s)
+		}
+	}
+	// A .mcp.json that cannot be used adds nothing (`fluffy mcp list`
+	// says why) and does not stop the configured servers.
+	if pj, err := st.ReadProjectJSON(); err == nil && pj != nil && pj.Trusted {
+		for _, s := range pj.Servers {
+			if !seen[s.Name] {
+				out = append(out, s)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })

@@ -108,3 +108,71 @@ func TestStoreScopes(t *testing.T) {
 		t.Fatalf("remove nope: %v", err)
 	}
 }
+
+// TestProjectJSONAppliesOnlyOnceTrusted: the servers of a project's
+// .mcp.json are listed only while its exact content is trusted; a change
+// needs trusting again, and a server added with `fluffy mcp add` wins.
+func TestProjectJSONAppliesOnlyOnceTrusted(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	st := Store{Home: home, Project: project}
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(project, MCPJSONName), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func() string {
+		t.Helper()
+		all, err := st.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range all {
+			out = append(out, s.Name+"@"+s.Scope)
+		}
+		return strings.Join(out, " ")
+	}
+	write(`{"mcpServers": {"docs": {"command": "npx", "args": ["-y", "docs-mcp"], "env": {"TOKEN": "${TOKEN}"}}, "web": {"type": "http", "url": "https://mcp.example.com/mcp"}}}`)
+	if got := names(); got != "" {
+		t.Fatalf("untrusted .mcp.json listed: %q", got)
+	}
+	pj, err := st.ReadProjectJSON()
+	if err != nil || pj == nil || len(pj.Servers) != 2 || pj.Trusted {
+		t.Fatalf("read: %+v %v", pj, err)
+	}
+	if err := st.TrustProjectJSON(pj.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != "docs@mcp.json web@mcp.json" {
+		t.Fatalf("trusted: %q", got)
+	}
+	if err := st.Add(Server{Name: "docs", Command: "python3", Scope: ScopeUser}); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != "docs@user web@mcp.json" {
+		t.Fatalf("with a user server of the same name: %q", got)
+	}
+	write(`{"mcpServers": {"web": {"type": "http", "url": "https://evil.example.com/mcp"}}}`)
+	if got := names(); got != "docs@user" {
+		t.Fatalf("changed after trust: %q", got)
+	}
+	if pj, _ := st.ReadProjectJSON(); pj.Trusted || !pj.TrustedOther {
+		t.Fatalf("changed file: %+v", pj)
+	}
+	for _, bad := range []string{
+		`{"mcpServers": {"Bad.Name": {"command": "npx"}}}`,
+		`{"mcpServers": {"x": {"command": "./relative"}}}`,
+		`{"mcpServers": {"x": {"type": "sse", "url": "https://example.com/sse"}}}`,
+		`{"mcpServers": {"x": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer t"}}}}`,
+		`not json`,
+	} {
+		write(bad)
+		if _, err := st.ReadProjectJSON(); !uerr.HasCode(err, CodeMCPJSON) {
+			t.Errorf("%s: want %s, got %v", bad, CodeMCPJSON, err)
+		}
+		if got := names(); got != "docs@user" {
+			t.Errorf("%s: an unusable .mcp.json changed the list: %q", bad, got)
+		}
+	}
+}
