@@ -32,6 +32,11 @@ import (
 // kernel that owns it. Not the plugin's fault, so callers must not blame it.
 const CodeKilledExternally = "SANDBOX_KILLED_EXTERNALLY"
 
+// CodeEngineLost: the container engine stopped answering about a running
+// sandbox (its wait ended without an exit status). Not the plugin's fault
+// either.
+const CodeEngineLost = "SANDBOX_ENGINE_LOST"
+
 // Hard settings of every L2 container: constants, never options.
 var (
 	hardCapDrop = []string{"ALL"}
@@ -633,6 +638,12 @@ func exitError(name string, l Limits, ex rt.Exit, external bool, quota string) e
 		return uerr.New("SANDBOX_OOM", "plugin "+name+" was killed: out of memory",
 			fmt.Sprintf("it used more than its sandbox limit of %d MiB", l.MemoryBytes>>20),
 			"the plugin will be restarted; if it keeps happening, report it to the plugin's author")
+	case external && ex.Code < 0:
+		// The wait ended without an exit status: the engine, not the
+		// container, went away (or the connection to it broke).
+		return uerr.New(CodeEngineLost, "the container engine stopped answering while plugin "+name+" ran",
+			strings.TrimSpace("waiting on its container ended without an exit status: the engine went away or the connection to it broke "+ex.Error),
+			"check that the engine answers (`docker info`, and DOCKER_HOST if set); once it does, fluffy starts the plugin again on its next use: run the task again, the session keeps its state")
 	case external:
 		return uerr.New(CodeKilledExternally, "plugin "+name+"'s sandbox was stopped from outside fluffy",
 			strings.TrimSpace(fmt.Sprintf("the container ended with status %d while this kernel still used it; something other than fluffy killed or removed it (docker kill/rm, another tool cleaning containers, an engine restart) %s", ex.Code, ex.Error)),

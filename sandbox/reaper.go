@@ -152,3 +152,37 @@ func reapRunDirs(runDir string, errs []error) ([]string, []error) {
 	}
 	return removed, errs
 }
+
+// RemoveOwn removes every container and volume this kernel instance
+// created (by its kernel and owner labels), whatever the kernel still
+// knows of them: a container whose wait failed when the engine stopped
+// answering is forgotten by its runner but still runs once the engine is
+// back. A kernel calls it as it exits; other kernels' resources are never
+// touched.
+func (c *Containers) RemoveOwn(ctx context.Context) error {
+	l := c.cfg.Lease
+	if l == nil || l.KernelID == "" || l.Owner == "" {
+		return nil
+	}
+	sel := map[string]string{LabelManaged: "1", LabelKernel: l.KernelID, LabelOwner: l.Owner}
+	var errs []error
+	cs, err := c.cfg.Runtime.List(ctx, sel, true)
+	if err != nil {
+		return fmt.Errorf("list this kernel's sandboxes: %w", err)
+	}
+	for _, s := range cs {
+		if err := c.cfg.Runtime.Remove(ctx, s.ID, true, true); err != nil {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", s.Name, err))
+		}
+	}
+	vs, err := c.cfg.Runtime.ListVolumes(ctx, sel)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("list this kernel's volumes: %w", err))...)
+	}
+	for _, v := range vs {
+		if err := c.cfg.Runtime.RemoveVolume(ctx, v.Name, true); err != nil {
+			errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

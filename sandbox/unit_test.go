@@ -293,3 +293,25 @@ func TestContainerNamesDifferPerInstance(t *testing.T) {
 		t.Errorf("foreign instance id: %q", n)
 	}
 }
+
+// TestExitErrorTellsEngineLossFromAKill: a wait that ended without an exit
+// status (the engine went away) is not reported as a container someone
+// killed: the fix is about the engine, not about what stops containers.
+func TestExitErrorTellsEngineLossFromAKill(t *testing.T) {
+	for _, tc := range []struct {
+		ex   runtime.Exit
+		code string
+	}{
+		{runtime.Exit{Code: -1}, CodeEngineLost},
+		{runtime.Exit{Code: -1, Error: "rpc error: EOF"}, CodeEngineLost},
+		{runtime.Exit{Code: 137}, CodeKilledExternally},
+	} {
+		err := exitError("tool-test", Limits{}, tc.ex, true, "")
+		if !uerr.HasCode(err, tc.code) {
+			t.Fatalf("exit %+v: %v, want %s", tc.ex, err, tc.code)
+		}
+		if tc.code == CodeEngineLost && !strings.Contains(uerr.From(err).Fix, "docker info") {
+			t.Fatalf("the engine-lost fix does not say how to check the engine: %q", uerr.From(err).Fix)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -34,20 +35,39 @@ type sandboxes struct {
 	adapter  *plugin.Client
 	launcher supervisor.Launcher
 	pending  *pendingLauncher // docker being prepared in the background
+	log      hclog.Logger
 }
 
 func (s *sandboxes) close() {
 	if p := s.pending; p != nil {
 		p.stop()
+		if c, ok := p.launcher.(*sandbox.Containers); ok && p.err == nil {
+			s.removeOwn(c)
+		}
 		if p.adapter != nil {
 			p.adapter.Kill()
 		}
+	}
+	if c, ok := s.launcher.(*sandbox.Containers); ok {
+		s.removeOwn(c)
 	}
 	if s.adapter != nil {
 		s.adapter.Kill()
 	}
 	if s.lease != nil {
 		_ = s.lease.Release()
+	}
+}
+
+// removeOwn removes what the kernel's containers left on the engine, while
+// the adapter still runs: a container the kernel lost track of (its wait
+// broke when the engine stopped answering) would otherwise outlive it
+// until another kernel of the home reaps it.
+func (s *sandboxes) removeOwn(c *sandbox.Containers) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.RemoveOwn(ctx); err != nil && s.log != nil {
+		s.log.Warn("could not remove this kernel's sandboxes; the next kernel start of this home reaps them", "error", err)
 	}
 }
 
@@ -70,7 +90,7 @@ func openSandboxes(ctx context.Context, o Options, log hclog.Logger) (*sandboxes
 	if err != nil {
 		return nil, err
 	}
-	s := &sandboxes{lease: lease}
+	s := &sandboxes{lease: lease, log: log}
 	switch kind {
 	case SandboxNone:
 		log.Warn("SANDBOX DISABLED: plugins run as plain subprocesses with your privileges (--sandbox=none); use only for plugin development")

@@ -16,13 +16,16 @@ const (
 	CodeStartTimeout     = "PLUGIN_START_TIMEOUT"
 	CodeHandshakeGarbled = "PLUGIN_HANDSHAKE_GARBLED"
 	CodeHandshakeFailed  = "PLUGIN_HANDSHAKE_FAILED"
-	CodeInfoMismatch     = "PLUGIN_INFO_MISMATCH"
-	CodeCrashed          = "PLUGIN_CRASHED"
-	CodeCallTimeout      = "PLUGIN_CALL_TIMEOUT"
-	CodeCircuitOpen      = "PLUGIN_CIRCUIT_OPEN"
-	CodeUnknownPlugin    = "PLUGIN_UNKNOWN"
-	CodeKindUnsupported  = "PLUGIN_KIND_UNSUPPORTED"
-	CodeResponseTooLarge = "PLUGIN_RESPONSE_TOO_LARGE"
+	// CodeRuntimeUnreachable: a sandbox could not be created because the
+	// container engine does not answer (the code sandbox uses at start).
+	CodeRuntimeUnreachable = "RUNTIME_UNREACHABLE"
+	CodeInfoMismatch       = "PLUGIN_INFO_MISMATCH"
+	CodeCrashed            = "PLUGIN_CRASHED"
+	CodeCallTimeout        = "PLUGIN_CALL_TIMEOUT"
+	CodeCircuitOpen        = "PLUGIN_CIRCUIT_OPEN"
+	CodeUnknownPlugin      = "PLUGIN_UNKNOWN"
+	CodeKindUnsupported    = "PLUGIN_KIND_UNSUPPORTED"
+	CodeResponseTooLarge   = "PLUGIN_RESPONSE_TOO_LARGE"
 )
 
 // APIVersionError says a plugin and the kernel share no API version. It is

@@ -277,6 +277,10 @@ func (s *Supervisor) startError(spec Spec, tail *tailBuffer, err error) error {
 		return uerr.Wrap(err, CodeHandshakeFailed, fmt.Sprintf("plugin %s exited during the handshake", spec.Name),
 			withOutput("the process ended before offering a connection (a wrong magic cookie, or a crash at start)"),
 			"build the plugin with pluginsdk from this fluffy release, and check it runs: see its output above")
+	case strings.Contains(msg, "Cannot connect to the Docker daemon"):
+		// The engine, not the plugin: the sandbox could not be created.
+		return uerr.Wrap(err, CodeRuntimeUnreachable, fmt.Sprintf("plugin %s could not start: the container engine does not answer", spec.Name), msg,
+			"check that the engine runs and answers (`docker info`, and DOCKER_HOST if set), then run the task again: the session keeps its state")
 	}
 	return uerr.Wrap(err, CodeHandshakeFailed, fmt.Sprintf("plugin %s failed to start", spec.Name), withOutput(msg), "run with FLUFFY_LOG_LEVEL=debug to see the plugin's log")
 }

@@ -497,7 +497,7 @@ func (s *Supervisor) fail(m *managed, inst *Instance, callCtx context.Context, e
 			cause = exitErr
 			why = uerr.From(exitErr).What + ": " + uerr.From(exitErr).Why
 		}
-		if uerr.HasCode(exitErr, sandbox.CodeKilledExternally) {
+		if uerr.HasCode(exitErr, sandbox.CodeKilledExternally) || uerr.HasCode(exitErr, sandbox.CodeEngineLost) {
 			// Not the plugin's doing: say so instead of blaming its author.
 			// It still counts toward restarts (the instance is gone).
 			out = exitErr
