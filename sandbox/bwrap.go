@@ -72,10 +72,16 @@ type jail struct {
 	// group of its own.
 	stop context.Context
 	// outTmpfs, if set, mounts /out as a tmpfs of that many bytes in the
-	// jail (no bind from the host); info then receives bwrap's
-	// --info-fd JSON, which names the jail's pid.
+	// jail (no bind from the host).
 	outTmpfs int64
-	info     *os.File
+	// sockTmpfs mounts dir as a tmpfs of sockQuotaBytes in the jail
+	// instead of binding the host's dir; the kernel reaches the plugin's
+	// socket through /proc/PID/root (see bwrapJail).
+	sockTmpfs bool
+	// info receives bwrap's --info-fd JSON (the jail's pid); block, if
+	// set, holds the jail before it runs the plugin (--block-fd) until
+	// the kernel writes to it.
+	info, block *os.File
 }
 
 func (j jail) command() *exec.Cmd {
@@ -88,13 +94,20 @@ func (j jail) command() *exec.Cmd {
 		"--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
 		"--tmpfs", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 		"--ro-bind", j.binary, guestBin,
-		"--bind", j.dir, j.dir,
+	}
+	if j.sockTmpfs {
+		args = append(args, "--size", strconv.Itoa(sockQuotaBytes), "--perms", "0700", "--tmpfs", j.dir)
+	} else {
+		args = append(args, "--bind", j.dir, j.dir)
 	}
 	if j.outTmpfs > 0 {
 		args = append(args, "--size", strconv.FormatInt(j.outTmpfs, 10), "--perms", "0700", "--tmpfs", GuestOut)
 	}
 	if j.info != nil {
 		args = append(args, "--info-fd", "3")
+		if j.block != nil {
+			args = append(args, "--block-fd", "4")
+		}
 	}
 	for _, b := range j.ro {
 		args = append(args, "--ro-bind", b[0], b[1])
@@ -113,6 +126,9 @@ func (j jail) command() *exec.Cmd {
 	}
 	if j.info != nil {
 		cmd.ExtraFiles = []*os.File{j.info}
+		if j.block != nil {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, j.block)
+		}
 	}
 	// bwrap itself dies with the kernel (and takes the jail with it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -232,11 +248,15 @@ func (a *AdapterJail) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.Cl
 // namespaces (no network), the workspace read-only at /workspace and its
 // output directory at /out. It cannot enforce memory, CPU or pids limits
 // (no cgroups without a daemon); the docker runtime is the default for that
-// reason. Disk is bounded as under Docker, by the same quota watcher: /out
-// (the template's OutBytes), the socket directory (1 MiB) and the build
-// cache /cache (CacheBytes) are measured while the jail runs; over a limit
-// bwrap's process group is killed, what it wrote there is discarded and
-// Status reports SANDBOX_QUOTA_EXCEEDED.
+// reason. Where bubblewrap can size a tmpfs (--size, 0.7 and later), /out
+// (the template's OutBytes) and the socket directory (1 MiB) are tmpfs of
+// their limit in the jail: writes past it fail with ENOSPC there, /out is
+// copied to the host OutDir after each call (tool and VCS plugins), and a
+// full one stops the sandbox with SANDBOX_QUOTA_EXCEEDED. The build cache
+// /cache (CacheBytes), and /out and the socket directory of an older
+// bubblewrap, are host directories measured by the quota watcher while the
+// jail runs; over a limit bwrap's process group is killed, what it wrote
+// there is discarded and Status reports SANDBOX_QUOTA_EXCEEDED.
 type Bwrap struct {
 	Lease *Lease
 	// CacheBytes bounds the build cache (/cache) a sandbox may grow;
@@ -268,7 +288,16 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 		return Launched{}, err
 	}
 	dir := filepath.Join(b.Lease.Dir, "jail", safeName(spec.Name+"-"+spec.InstanceID))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if b.sized {
+		// The socket directory is a tmpfs in the jail; on the host, dir
+		// becomes a link to it once the jail exists (bwrapJail).
+		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+			return Launched{}, fmt.Errorf("jail dir: %w", err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return Launched{}, fmt.Errorf("jail dir: %w", err)
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Launched{}, fmt.Errorf("jail dir: %w", err)
 	}
 	tpl, tplErr := LookupTemplate(templateOf(spec))
@@ -298,6 +327,9 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 		}
 	}
 	dirs := sandboxQuotaDirs(dir, dir, watchedOut, limits.OutBytes)
+	if b.sized {
+		dirs = dirs[1:] // the socket directory is a tmpfs of its limit
+	}
 	if tplErr == nil && tpl.RunsCode {
 		for _, t := range toolchainMounts(spec.Toolchains) {
 			j.ro = append(j.ro, [2]string{t.local(), t.Path})
@@ -320,20 +352,30 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 	q := &bwrapQuota{name: spec.Name, log: b.Logger}
 	stopCtx, kill := context.WithCancel(context.Background())
 	j.stop = stopCtx
+	var jl *bwrapJail
 	var out *bwrapOut
 	var collect func(context.Context) error
-	if outTmpfs && outputsRead(spec.Kind) {
+	if b.sized {
 		var err error
-		if out, err = newBwrapOut(spec.Name, limits, spec.OutDir, q, kill, b.Logger); err != nil {
+		if jl, err = newBwrapJail(dir); err != nil {
 			kill()
 			return Launched{}, err
 		}
-		j.info = out.infoW
-		collect = out.collect
-		cfg.GRPCDialOptions = append(cfg.GRPCDialOptions, grpc.WithChainUnaryInterceptor(collectAfterCommit(collect)))
+		j.sockTmpfs, j.info, j.block = true, jl.infoW, jl.blockR
+		out = &bwrapOut{name: spec.Name, limits: limits, q: q, kill: kill, log: cmp.Or[hclog.Logger](b.Logger, hclog.NewNullLogger()), jail: jl, sockDir: dir}
+		if outTmpfs {
+			out.hostOut = spec.OutDir
+		}
+		if outputsRead(spec.Kind) {
+			collect = out.collect
+			cfg.GRPCDialOptions = append(cfg.GRPCDialOptions, grpc.WithChainUnaryInterceptor(collectAfterCommit(collect)))
+		}
 	}
 	cfg.Cmd = j.command()
 	cfg.SkipHostEnv = true
+	if jl != nil {
+		jl.start()
+	}
 	wctx, unwatch := context.WithCancel(context.Background())
 	go watchQuota(wctx, dirs, func(o overQuota) { q.stop(o, kill, watchedOut, spec.BuildCache) })
 	var once sync.Once
@@ -343,6 +385,9 @@ func (b *Bwrap) Prepare(_ context.Context, spec LaunchSpec, cfg *plugin.ClientCo
 			kill()
 			if out != nil {
 				out.close()
+			}
+			if jl != nil {
+				jl.close()
 			}
 			_ = os.RemoveAll(dir)
 		})

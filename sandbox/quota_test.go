@@ -576,11 +576,12 @@ func BenchmarkQuotaMeasure(b *testing.B) {
 	}
 }
 
-// TestBwrapDiskQuotaStopsTheSandbox: the bwrap launcher runs the same
-// quota watcher as the Docker one: a plugin writing 4 GiB into /out, its
-// socket directory or its build cache is stopped past the limit (its
-// process group killed) with SANDBOX_QUOTA_EXCEEDED, well before its write
-// ends, and what it wrote to /out or /cache is discarded.
+// TestBwrapDiskQuotaStopsTheSandbox: a bwrap plugin writing 4 GiB into
+// /out (a tmpfs of its limit: ENOSPC inside, then the copy stops it) or
+// its build cache (a host directory, measured by the quota watcher) is
+// stopped past the limit (its process group killed) with
+// SANDBOX_QUOTA_EXCEEDED, well before its write ends, and what it wrote
+// there is discarded. The socket directory: TestBwrapSocketDirIsATmpfs.
 func TestBwrapDiskQuotaStopsTheSandbox(t *testing.T) {
 	if _, err := BwrapUsable(); err != nil {
 		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
@@ -593,7 +594,6 @@ func TestBwrapDiskQuotaStopsTheSandbox(t *testing.T) {
 		name, what string
 	}{
 		{"out 4GiB", GuestOut},
-		{"socket dir 4GiB", "socket directory"},
 		{"cache 4GiB", GuestCache},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -605,12 +605,8 @@ func TestBwrapDiskQuotaStopsTheSandbox(t *testing.T) {
 			if _, err := OperationDir(spec.OutDir, "op1"); err != nil {
 				t.Fatal(err)
 			}
-			sock := filepath.Join(tenv.lease.Dir, "jail", safeName(spec.Name+"-"+spec.InstanceID))
 			path, watched := GuestOut+"/op1/big", spec.OutDir
-			switch tc.what {
-			case "socket directory":
-				path, watched = sock+"/junk", sock
-			case GuestCache:
+			if tc.what == GuestCache {
 				path, watched = GuestCache+"/junk", spec.BuildCache
 			}
 			var peak atomic.Int64
@@ -654,15 +650,84 @@ func TestBwrapDiskQuotaStopsTheSandbox(t *testing.T) {
 			if p := peak.Load(); p > bytes/2 {
 				t.Fatalf("the directory grew to %d MiB of the %d MiB written: the writer was not stopped in time", p>>20, bytes>>20)
 			}
-			if tc.what != "socket directory" {
-				if n := apparentSize(watched); n > 0 {
-					t.Fatalf("%d bytes of the over-quota %s were kept", n, tc.what)
-				}
+			if n := apparentSize(watched); n > 0 {
+				t.Fatalf("%d bytes of the over-quota %s were kept", n, tc.what)
 			}
 			if _, err := call(t, r, "echo", map[string]any{"text": "alive?"}, 5*time.Second); err == nil {
 				t.Fatal("the plugin still answers after its quota kill")
 			}
 		})
+	}
+}
+
+// TestBwrapSocketDirIsATmpfs: a bwrap plugin's go-plugin socket
+// directory is a tmpfs of 1 MiB in its jail, reached from the host through
+// a link to the jail's /proc/PID/root: a plugin writing 300 MiB there as
+// fast as it can gets ENOSPC at 1 MiB, the call fails with
+// SANDBOX_QUOTA_EXCEEDED, and the host holds nothing of it (it was a
+// watched bind mount that took 23-300 MiB before the watcher's stop).
+func TestBwrapSocketDirIsATmpfs(t *testing.T) {
+	bw, err := BwrapUsable()
+	if err != nil {
+		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
+			t.Fatalf("bubblewrap unusable in CI: %v", err)
+		}
+		t.Skipf("bubblewrap unusable: %v", err)
+	}
+	if !bwrapSizedTmpfs(bw) {
+		t.Fatalf("bubblewrap at %s cannot size a tmpfs (--size needs bubblewrap 0.7)", bw)
+	}
+	spec := newSpec(t, "code-executor")
+	r := launch(t, &Bwrap{Lease: tenv.lease}, spec)
+	sock := filepath.Join(tenv.lease.Dir, "jail", safeName(spec.Name+"-"+spec.InstanceID))
+	if fi, err := os.Lstat(sock); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the host's socket directory path is %v %v, want a link into the jail", fi, err)
+	}
+	// What the host's disk holds under the jails' directory (links are
+	// not followed: the jail's tmpfs is not the host's disk), beyond what
+	// it held before the write (other jails of the test lease).
+	base, _, err := dirUsage(filepath.Dir(sock), quotaMaxEntries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			if n, _, err := dirUsage(filepath.Dir(sock), quotaMaxEntries); err == nil && n-base > peak.Load() {
+				peak.Store(n - base)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	out, err := call(t, r, "fill", map[string]any{"path": sock + "/junk", "bytes": 300 << 20}, 2*time.Minute)
+	close(stop)
+	wg.Wait()
+	t.Logf("call: %+v %v; host peak %d bytes", out, err, peak.Load())
+	if out.OK || !strings.Contains(out.Error, "no space left on device") {
+		t.Fatalf("the write past 1 MiB did not fail with ENOSPC inside the jail: %+v %v", out, err)
+	}
+	if out.Count > 1 {
+		t.Fatalf("the plugin wrote %d MiB into its 1 MiB socket directory", out.Count)
+	}
+	if !uerr.HasCode(err, CodeQuotaExceeded) {
+		t.Fatalf("call error = %v, want %s", err, CodeQuotaExceeded)
+	}
+	if ue, _ := uerr.As(err); !strings.Contains(ue.Why, "socket directory") {
+		t.Fatalf("error does not name the socket directory: %v", ue)
+	}
+	if p := peak.Load(); p > 0 {
+		t.Fatalf("the host disk under the jail directory grew by %d bytes while the plugin wrote its socket directory", p)
+	}
+	if st, xerr := quotaExit(t, r); !uerr.HasCode(xerr, CodeQuotaExceeded) {
+		t.Fatalf("sandbox ended with %v (status %+v), want %s", xerr, st, CodeQuotaExceeded)
 	}
 }
 
