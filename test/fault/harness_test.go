@@ -144,6 +144,9 @@ type user struct {
 	home   string
 	env    []string
 	srv    *providertest.Server
+	// dead are the kernel ids the test killed or cut off from the engine:
+	// their containers may outlive them until the next reap.
+	dead map[string]bool
 }
 
 // newUser writes the project into a fresh git repository under a fresh
@@ -167,7 +170,7 @@ func newUser(t *testing.T, script [][]provider.Event, extraEnv ...string) *user 
 	srv.Play(providertest.OpenAITurns(script)...)
 	env := append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_L1=none", "FLUFFY_PROVIDER=openai", "FLUFFY_MODEL=gpt-4.1",
 		"OPENAI_API_KEY=sk-fault-not-a-real-key", "OPENAI_BASE_URL="+srv.URL()+"/v1")
-	u := &user{t: t, fluffy: fluffy, dir: dir, home: home, env: append(env, extraEnv...), srv: srv}
+	u := &user{t: t, fluffy: fluffy, dir: dir, home: home, env: append(env, extraEnv...), srv: srv, dead: map[string]bool{}}
 	u.git("init", "-q", "-b", "main")
 	u.git("add", "-A")
 	u.git("commit", "-q", "-m", "first")
@@ -366,6 +369,7 @@ func (u *user) kernelPID() int {
 func (u *user) killKernel() {
 	u.t.Helper()
 	pid := u.kernelPID()
+	u.markDead()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		u.t.Fatalf("kill kernel %d: %v", pid, err)
 	}
@@ -375,17 +379,26 @@ func (u *user) killKernel() {
 	}
 }
 
+// markDead records the kernels of the home's containers as about to be
+// killed or cut off.
+func (u *user) markDead() {
+	for _, c := range u.containers() {
+		f := strings.Split(c, "=")
+		u.dead[f[len(f)-1]] = true
+	}
+}
+
 // containers lists this home's containers (the run directory's owner id
 // every sandbox container of a kernel of this home carries as
 // io.fluffy.owner) (running or not) with the
-// given extra label filters, as id=plugin.
+// given extra label filters, as id=plugin=kernel.
 func (u *user) containers(filters ...string) []string {
 	u.t.Helper()
 	b, err := os.ReadFile(filepath.Join(u.home, "run", "owner"))
 	if os.IsNotExist(err) {
 		return nil // no kernel of this home has started a sandbox yet
 	}
-	args := []string{"ps", "-a", "--format", `{{.ID}}={{.Label "io.fluffy.plugin"}}`, "--filter", "label=io.fluffy.owner=" + strings.TrimSpace(string(b))}
+	args := []string{"ps", "-a", "--format", `{{.ID}}={{.Label "io.fluffy.plugin"}}={{.Label "io.fluffy.kernel"}}`, "--filter", "label=io.fluffy.owner=" + strings.TrimSpace(string(b))}
 	for _, f := range filters {
 		args = append(args, "--filter", "label="+f)
 	}

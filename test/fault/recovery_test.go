@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -141,23 +140,44 @@ func (u *user) recovered(files map[string][]string) session {
 	return s
 }
 
-// noContainers waits until no container of the home is listed: the engine
-// lists a container whose removal is under way for a moment.
+// noContainers waits until no container of the home is listed (the
+// engine lists a container whose removal is under way for a moment). A
+// kernel that exits leaves none of its own; what a killed kernel (or one
+// cut off from the engine) could not remove waits for the next kernel
+// that prepares its sandbox, or for the documented `fluffy sandbox gc`,
+// which runs here once only such containers are left.
 func (u *user) noContainers() {
 	u.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
+	gc := false
 	for {
 		left := u.containers()
 		if len(left) == 0 {
 			return
 		}
+		own := false
+		for _, c := range left {
+			f := strings.Split(c, "=")
+			own = own || !u.dead[f[len(f)-1]]
+		}
+		if !own && !gc {
+			if so, se, code := u.run("sandbox", "gc"); code != 0 || !strings.HasPrefix(so, "removed ") {
+				u.t.Fatalf("sandbox gc: exit %d\n%s%s", code, so, se)
+			}
+			gc = true
+			continue
+		}
 		if time.Now().After(deadline) {
-			out, _ := exec.Command("sh", "-c", "docker ps -a --filter label=io.fluffy.owner=$(cat "+u.home+"/run/owner) --format '{{.ID}} {{.Status}} {{.Labels}}'; ls "+u.home+"/run; cat "+u.home+"/k/*.log | tail -60").CombinedOutput()
-			u.t.Logf("debug:\n%s", out)
-			u.t.Fatalf("containers of the test's home are left behind: %v", left)
+			u.t.Fatalf("containers of the test's home are left behind (id=plugin=kernel; killed kernels %v): %v\nkernel log:\n%s", u.dead, left, u.kernelLog())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// kernelLog is the end of the project's kernel log.
+func (u *user) kernelLog() string {
+	b, _ := os.ReadFile(filepath.Join(u.home, "k", sha256Hex(filepath.Clean(u.dir))[:16]+".log"))
+	return tail(string(b), 4000)
 }
 
 // finishes plays a model that completes the change from whatever state
