@@ -26,7 +26,8 @@ import (
 
 // MaxToolOutputBytes is the largest tool output the kernel accepts
 // (TOOL-OUTPUT-001): half of gRPC's default 4 MiB message limit, so a result
-// always fits one frame with its metadata. See docs/decisions.md.
+// always fits one frame with its metadata. See
+// docs/decisions/plugin-output-bounds.md.
 const MaxToolOutputBytes = 2 << 20
 
 func toolChecks() map[string]checkFunc {

@@ -573,7 +573,7 @@ func (a *adapter) ListVolumes(ctx context.Context, labels map[string]string) ([]
 // NanoCPUs uses the kernel default of 100 ms: a plugin limited to 0.5 CPU
 // that spends its 50 ms quota in a burst (a provider relaying a streamed
 // answer) is stopped for the rest of the period, which showed as a ~50 ms
-// p99 on a provider turn (docs/decisions.md, "Provider latency"). The same
+// p99 on a provider turn (docs/decisions/cpu-limit-short-cfs-periods.md). The same
 // share over 10 ms periods bounds such a stall to a few ms; the limit (the
 // share of a CPU) is unchanged.
 const cpuPeriod = 10_000

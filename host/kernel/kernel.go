@@ -513,7 +513,7 @@ func (r routerScheduler) Run(ctx context.Context, t router.Task) error {
 		// A light read into a session instance that is already running
 		// allocates no sandbox and does no heavy work: it does not queue
 		// behind the template's limit, which counts sandboxes at work
-		// (docs/decisions.md, "Light reads into a running instance"). A
+		// (docs/decisions/light-reads.md). A
 		// light call that must start the instance is a task like any
 		// other: the start is a sandbox allocation.
 		return t.Run(ctx)

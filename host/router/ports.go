@@ -136,8 +136,7 @@ type Task struct {
 // sandbox.toolchain capability: shell.exec declares only a read path, yet
 // runs a compiler or a test suite). Scheduler template limits bound
 // sandboxes doing heavy work; a light read multiplexed into a running
-// instance is neither (docs/decisions.md, "Light reads into a running
-// instance").
+// instance is neither (docs/decisions/light-reads.md).
 func LightCall(t Target) bool {
 	if len(t.Tool.Paths) == 0 || t.Tool.Lifetime == manifests.LifetimePerCall {
 		return false

@@ -46,7 +46,7 @@ func DefaultTestPaths() map[string][]string { return testpaths.Default() }
 
 // DefaultExemptions are the exemption globs. type_refactor covers
 // declaration files only: fluffy does no static "type-only change"
-// analysis, so it cannot exempt ordinary .ts files (docs/decisions.md).
+// analysis, so it cannot exempt ordinary .ts files (docs/decisions/tech-debt-budget.md).
 func DefaultExemptions() map[ExemptionCategory][]string {
 	return map[ExemptionCategory][]string{
 		ConfigChange:  {"*.json", "*.yaml", "*.yml", "*.toml", "*.env", "Dockerfile", ".github/"},

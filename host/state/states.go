@@ -124,7 +124,7 @@ var strictTable = []Transition{
 // exploreTable is the explore-mode table (debug mode uses it too).
 // reviewing -> exploring on rejection is fluffy's addition: the seed lists
 // no way back from a rejected explore merge except cancelling, which would
-// throw the work away (docs/decisions.md).
+// throw the work away (docs/decisions/workflow-machine.md).
 var exploreTable = []Transition{
 	{EvStart, []State{Idle}, Planning},
 	{EvPlanComplete, []State{Planning}, Exploring},
