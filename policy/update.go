@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/atomicfile"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -171,39 +172,15 @@ func Commit(path string, prop *Proposal, phrase string, engine *Engine) error {
 // WriteAtomic writes data to path through a temp file and a rename, so a
 // crash leaves either the old or the new file, never a mix.
 func WriteAtomic(path string, data []byte) error {
-	fail := func(err error) error {
-		return uerr.Wrap(err, "POLICY_WRITE", "cannot write policy file "+path, err.Error(), "check that the directory exists and is writable")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return writeFailed(path, err)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fail(err)
-	}
-	f, err := os.CreateTemp(dir, ".policy-*.yaml.tmp")
-	if err != nil {
-		return fail(err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		return fail(err)
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fail(err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
+		return writeFailed(path, err)
 	}
 	return nil
+}
+
+func writeFailed(path string, err error) error {
+	return uerr.Wrap(err, "POLICY_WRITE", "cannot write policy file "+path, err.Error(), "check that the directory exists and is writable")
 }

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fluffy-waffle/fluffy/atomicfile"
 )
 
 // cacheProgArg makes this binary the go command's GOCACHEPROG:
@@ -303,24 +305,13 @@ func writeAtomic(file string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".tmp-*")
-	if err != nil {
+	// A cache: a machine crash may lose an entry, never tear one.
+	err := atomicfile.Replace(atomicfile.OS{}, file, 0o644, atomicfile.Options{NoSync: true}, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), file)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("cache write %s: %w", file, werr)
+	})
+	if err != nil {
+		return fmt.Errorf("cache write %s: %w", file, err)
 	}
 	return nil
 }
@@ -398,26 +389,15 @@ func copyAtomic(dst, src string, size int64) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-*")
-	if err != nil {
+	err = atomicfile.Replace(atomicfile.OS{}, dst, 0o644, atomicfile.Options{NoSync: true}, func(w io.Writer) error {
+		n, err := io.Copy(w, in)
+		if err == nil && n != size {
+			err = errors.New("lower output changed size")
+		}
 		return err
-	}
-	n, werr := io.Copy(tmp, in)
-	if werr == nil && n != size {
-		werr = errors.New("lower output changed size")
-	}
-	if werr == nil {
-		werr = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), dst)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("cache copy %s: %w", dst, werr)
+	})
+	if err != nil {
+		return fmt.Errorf("cache copy %s: %w", dst, err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/atomicfile"
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/textsafe"
@@ -244,29 +245,22 @@ func auditExport(e *env, args []string) error {
 		return err
 	}
 	defer l.Close()
-	w := e.stdout
-	var f *os.File
-	if *out != "" {
-		tmp := *out + ".tmp"
-		if f, err = os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600); err != nil {
-			return uerr.Wrap(err, "AUDIT_EXPORT_FAILED", "cannot create "+*out, err.Error(), "check the directory exists and is writable")
-		}
-		w = f
+	if *out == "" {
+		_, err = l.Export(context.Background(), e.stdout)
+		return err
 	}
-	n, err := l.Export(context.Background(), w)
-	if f != nil {
-		cerr := f.Close()
-		if err == nil && cerr == nil {
-			err = os.Rename(f.Name(), *out)
-		} else {
-			os.Remove(f.Name())
-			if err == nil {
-				err = cerr
-			}
-		}
-		if err == nil {
-			fmt.Fprintf(e.stderr, "exported %d records to %s\n", n, filepath.Clean(*out))
-		}
+	var n int
+	err = atomicfile.WriteFunc(*out, 0o600, func(w io.Writer) error {
+		var err error
+		n, err = l.Export(context.Background(), w)
+		return err
+	})
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return uerr.Wrap(err, "AUDIT_EXPORT_FAILED", "cannot write "+*out, err.Error(), "check the directory exists and is writable")
+	}
+	if err == nil {
+		fmt.Fprintf(e.stderr, "exported %d records to %s\n", n, filepath.Clean(*out))
 	}
 	return err
 }

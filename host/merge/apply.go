@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -17,6 +18,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
+	"github.com/fluffy-waffle/fluffy/atomicfile"
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/store"
@@ -315,29 +317,13 @@ func (m *Merger) applyFile(root *confine.Root, opID string, i int, f *OpFile) (s
 			return FileFailed, err.Error()
 		}
 	}
-	tmp := path.Join(dir, tempName(opID, i))
-	w, err := root.OS().OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	// The temporary's name is the merge operation's, so Resume removes one
+	// a killed kernel left.
+	err = atomicfile.Replace(root.OS(), f.Path, mode, atomicfile.Options{Temp: tempName(opID, i)}, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 	if err != nil {
-		return FileFailed, err.Error()
-	}
-	_, werr := w.Write(b)
-	if werr == nil {
-		werr = w.Chmod(mode) // the umask narrowed the create mode
-	}
-	if werr == nil {
-		werr = w.Sync()
-	}
-	if err := w.Close(); werr == nil {
-		werr = err
-	}
-	if werr == nil {
-		werr = root.OS().Rename(tmp, f.Path)
-	}
-	if werr != nil {
-		_ = root.OS().Remove(tmp)
-		return FileFailed, werr.Error()
-	}
-	if err := syncDir(root, dir); err != nil {
 		return FileFailed, err.Error()
 	}
 	return FileLanded, ""

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/atomicfile"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -132,32 +133,8 @@ func (b *Budget) save(bl Baseline) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail(err)
 	}
-	f, err := os.CreateTemp(dir, ".coverage-baseline-*.tmp")
-	if err != nil {
+	if err := atomicfile.Write(b.path, data, 0o644); err != nil {
 		return fail(err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		return fail(err)
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, b.path); err != nil {
-		return fail(err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/atomicfile"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -51,10 +53,10 @@ func writeHolder(dir string, h Holder, now func() time.Time) {
 	}
 	// Best effort: the record only explains a lock error; failing to
 	// write it must not fail the open.
-	tmp := filepath.Join(dir, "."+HolderFile+"."+strconv.Itoa(h.PID))
-	if os.WriteFile(tmp, b, 0o600) == nil {
-		_ = os.Rename(tmp, filepath.Join(dir, HolderFile))
-	}
+	_ = atomicfile.Replace(atomicfile.OS{}, filepath.Join(dir, HolderFile), 0o600, atomicfile.Options{NoSync: true}, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 }
 
 // removeHolder removes the holder record if it is this process's.

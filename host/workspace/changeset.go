@@ -21,6 +21,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"golang.org/x/sys/unix"
 
+	"github.com/fluffy-waffle/fluffy/atomicfile"
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/store"
@@ -666,10 +667,6 @@ func (s *Session) writeBlob(name string, b []byte, mode fs.FileMode) error {
 			return nil
 		}
 	}
-	f, err := os.CreateTemp(s.blobDir(), ".blob-*")
-	if err != nil {
-		return uerr.Wrap(err, CodeIO, "cannot store a change", err.Error(), "check free disk space under $FLUFFY_HOME")
-	}
 	perm := fs.FileMode(0o444)
 	if mode&0o111 != 0 {
 		perm = 0o555
@@ -677,19 +674,12 @@ func (s *Session) writeBlob(name string, b []byte, mode fs.FileMode) error {
 	// No fsync: the changeset record is not synced either (both survive
 	// a killed kernel; loadChanges drops an entry whose blob a machine
 	// crash lost). Ingest is on every write's path (< 5 ms).
-	_, werr := f.Write(b)
-	if werr == nil {
-		werr = f.Chmod(perm)
-	}
-	if err := f.Close(); werr == nil {
-		werr = err
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), dst)
-	}
-	if werr != nil {
-		_ = os.Remove(f.Name())
-		return uerr.Wrap(werr, CodeIO, "cannot store a change", werr.Error(), "check free disk space under $FLUFFY_HOME")
+	err := atomicfile.Replace(atomicfile.OS{}, dst, perm, atomicfile.Options{NoSync: true}, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+	if err != nil {
+		return uerr.Wrap(err, CodeIO, "cannot store a change", err.Error(), "check free disk space under $FLUFFY_HOME")
 	}
 	return nil
 }

@@ -14,8 +14,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
+	"github.com/fluffy-waffle/fluffy/atomicfile"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -73,23 +73,8 @@ func stamp(in, bin, out string, verify bool) error {
 			return err
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".stamp-*.yaml")
-	if err != nil {
-		return uerr.Wrap(err, manifests.CodeStampFailed, "cannot write "+out, err.Error(), "check that the output directory exists and is writable")
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(stamped); err != nil {
-		tmp.Close()
-		return uerr.Wrap(err, manifests.CodeStampFailed, "cannot write "+out, err.Error(), "check free disk space")
-	}
-	if err := tmp.Close(); err != nil {
-		return uerr.Wrap(err, manifests.CodeStampFailed, "cannot write "+out, err.Error(), "check free disk space")
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return uerr.Wrap(err, manifests.CodeStampFailed, "cannot write "+out, err.Error(), "check permissions")
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		return uerr.Wrap(err, manifests.CodeStampFailed, "cannot write "+out, err.Error(), "check permissions")
+	if err := atomicfile.Write(out, stamped, 0o644); err != nil {
+		return uerr.Wrap(err, manifests.CodeStampFailed, "cannot write "+out, err.Error(), "check that the output directory exists and is writable, and free disk space")
 	}
 	return nil
 }
