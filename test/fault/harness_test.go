@@ -153,6 +153,9 @@ type user struct {
 // home, with the fake provider playing script.
 func newUser(t *testing.T, script [][]provider.Event, extraEnv ...string) *user {
 	t.Helper()
+	// Two faults at a time (-parallel is GOMAXPROCS): most of a fault is
+	// waiting on containers, and each has its own home and project.
+	t.Parallel()
 	needDocker(t)
 	fluffy := fluffyBin(t)
 	// A short home under /tmp: its unix sockets must fit 108 bytes.
