@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
@@ -317,7 +319,7 @@ func checkStdout(_ context.Context, p *probe) outcome {
 	}
 	_, out, _ := p.cap.snapshot()
 	if strings.TrimSpace(out) != "" {
-		return fail("after the handshake the plugin wrote to stdout: %q\nfix: never print to stdout; log through pluginsdk.NewLogger (JSON on stderr)", clip(out, 200))
+		return fail("after the handshake the plugin wrote to stdout: %q\nfix: never print to stdout; log through pluginsdk.NewLogger (JSON on stderr)", textsafe.Cap(out, 200))
 	}
 	return pass("stdout carried only the handshake")
 }
@@ -344,11 +346,11 @@ func checkLogs(ctx context.Context, p *probe) outcome {
 			lines++
 			var rec map[string]any
 			if err := json.Unmarshal([]byte(l), &rec); err != nil {
-				return fail("stderr line is not JSON: %q\nfix: log through pluginsdk.NewLogger (hclog JSON) and never write to stderr directly", clip(l, 200))
+				return fail("stderr line is not JSON: %q\nfix: log through pluginsdk.NewLogger (hclog JSON) and never write to stderr directly", textsafe.Cap(l, 200))
 			}
 			for _, k := range []string{"@level", "@message", "@timestamp"} {
 				if _, ok := rec[k]; !ok {
-					return fail("stderr line lacks %s: %q\nfix: use hclog with JSONFormat (pluginsdk.NewLogger)", k, clip(l, 200))
+					return fail("stderr line lacks %s: %q\nfix: use hclog with JSONFormat (pluginsdk.NewLogger)", k, textsafe.Cap(l, 200))
 				}
 			}
 		}
@@ -406,13 +408,6 @@ func checkShutdownOrphaned(ctx context.Context, p *probe) outcome {
 		return skip("no stub kernel command configured (Options.StubKernel); the CLI and plugintest configure one")
 	}
 	return orphanCheck(ctx, p)
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // sandboxStart starts the plugin under the L2 launcher, once.

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
@@ -446,7 +448,7 @@ func limits(ctx context.Context, s *rtState, c rt.Client) outcome {
 	}
 	seen, out, err := idleReport(ctx, s, id)
 	if err != nil {
-		return fail("the container's process did not report its limits: %v (output %q)", err, clip(out, 300))
+		return fail("the container's process did not report its limits: %v (output %q)", err, textsafe.Cap(out, 300))
 	}
 	if seen["ifaces"] != "lo" {
 		probs = append(probs, fmt.Sprintf("inside the container the interfaces are %q, with network none only lo may exist", seen["ifaces"]))

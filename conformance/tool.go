@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/fluffy-waffle/fluffy/confine"
@@ -58,7 +60,7 @@ func (p *probe) callTool(ctx context.Context, name string, args []byte) (tool.Re
 	if err == nil {
 		p.outputSizes = append(p.outputSizes, len(res.Output))
 		if len(res.Output) > MaxToolOutputBytes {
-			p.oversized = append(p.oversized, fmt.Sprintf("%s(%s) returned %d bytes", name, clip(string(args), 60), len(res.Output)))
+			p.oversized = append(p.oversized, fmt.Sprintf("%s(%s) returned %d bytes", name, textsafe.Cap(string(args), 60), len(res.Output)))
 		}
 	}
 	return res, err
@@ -420,7 +422,7 @@ func checkToolPatch(ctx context.Context, p *probe) outcome {
 		return fail("the patch %s does not apply to the workspace copy: %v", ch.Artifact, err)
 	}
 	if string(got) != want {
-		return fail("the patch applies but yields %q, not the requested %q", clip(string(got), 80), want)
+		return fail("the patch applies but yields %q, not the requested %q", textsafe.Cap(string(got), 80), want)
 	}
 	return pass("%s's patch %s applies cleanly", pt.name, ch.Artifact)
 }

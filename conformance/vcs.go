@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/fluffy-waffle/fluffy/host/commit"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
@@ -111,7 +113,7 @@ func checkVCSDiff(ctx context.Context, p *probe) outcome {
 		return fail("Diff failed: %s", errText(err))
 	}
 	if !strings.Contains(d, "README.md") || !strings.Contains(d, "+"+vcsChange) || !strings.Contains(d, "@@") {
-		return fail("Diff does not show README.md's added line %q as a unified diff:\n%s", vcsChange, clip(d, 400))
+		return fail("Diff does not show README.md's added line %q as a unified diff:\n%s", vcsChange, textsafe.Cap(d, 400))
 	}
 	return pass("unified diff of %d bytes", len(d))
 }
@@ -142,11 +144,11 @@ func checkVCSCommit(ctx context.Context, p *probe) outcome {
 		return fail("Commit failed: %s", errText(err))
 	}
 	if after, _ := p.git("rev-parse", "HEAD"); after != before {
-		return fail("Commit wrote the repository itself (HEAD %s → %s); a VCS plugin never writes .git: it leaves the commit in <out>/%s/<id>/ for the kernel to check and apply", clip(before, 12), clip(after, 12), vcs.CommitDir)
+		return fail("Commit wrote the repository itself (HEAD %s → %s); a VCS plugin never writes .git: it leaves the commit in <out>/%s/<id>/ for the kernel to check and apply", textsafe.Cap(before, 12), textsafe.Cap(after, 12), vcs.CommitDir)
 	}
 	res, err := commit.Apply(ctx, p.ws, filepath.Join(out, vcs.CommitDir, id), id, req)
 	if err != nil {
-		return fail("the kernel refused the commit output of Commit (returned %q): %s", clip(id, 40), errText(err))
+		return fail("the kernel refused the commit output of Commit (returned %q): %s", textsafe.Cap(id, 40), errText(err))
 	}
 	var log []vcs.LogEntry
 	if err := p.vcsClient(ctx, func(ctx context.Context, c vcs.Client) error {
@@ -157,9 +159,9 @@ func checkVCSCommit(ctx context.Context, p *probe) outcome {
 		return fail("Log failed after the commit: %s", errText(err))
 	}
 	if len(log) == 0 || log[0].Commit != res.Commit || !strings.Contains(log[0].Message, "conformance: commit") {
-		return fail("Log(1) after the commit does not show commit %s with its message: %+v", clip(res.Commit, 12), log)
+		return fail("Log(1) after the commit does not show commit %s with its message: %+v", textsafe.Cap(res.Commit, 12), log)
 	}
-	return pass("commit %s built in /out, accepted and applied by the kernel", clip(res.Commit, 12))
+	return pass("commit %s built in /out, accepted and applied by the kernel", textsafe.Cap(res.Commit, 12))
 }
 
 func checkVCSError(ctx context.Context, p *probe) outcome {
@@ -175,7 +177,7 @@ func checkVCSError(ctx context.Context, p *probe) outcome {
 	after, _ := p.git("rev-parse", "HEAD")
 	switch {
 	case err == nil:
-		return fail("a commit with an empty message was accepted (HEAD %s → %s); refuse it with a structured error", clip(before, 12), clip(after, 12))
+		return fail("a commit with an empty message was accepted (HEAD %s → %s); refuse it with a structured error", textsafe.Cap(before, 12), textsafe.Cap(after, 12))
 	case !isStructured(err):
 		return fail("a commit with an empty message failed without a structured error: %s", errText(err))
 	case before != after:

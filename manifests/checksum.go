@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -141,7 +143,7 @@ func (m *Manifest) OpenEntry() (*os.File, error) {
 // field is absent, a line is added after "entry:" (or at the end).
 func StampSHA256(data []byte, sum string) ([]byte, error) {
 	if !sha256RE.MatchString(sum) {
-		return nil, uerr.New(CodeBadSHA256, fmt.Sprintf("%q is not a sha256", clip(sum)), "a sha256 is 64 lowercase hex digits",
+		return nil, uerr.New(CodeBadSHA256, fmt.Sprintf("%q is not a sha256", textsafe.Cap(sum, 60)), "a sha256 is 64 lowercase hex digits",
 			"pass the output of sha256sum, or let stamp-manifest hash the binary")
 	}
 	fail := func(why string) error {

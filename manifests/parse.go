@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -411,27 +413,19 @@ func describe(n *yaml.Node) string {
 	}
 	switch n.ShortTag() {
 	case "!!str":
-		return fmt.Sprintf("a string (%q)", clip(n.Value))
+		return fmt.Sprintf("a string (%q)", textsafe.Cap(n.Value, 60))
 	case "!!int":
-		return fmt.Sprintf("an integer (%s)", clip(n.Value))
+		return fmt.Sprintf("an integer (%s)", textsafe.Cap(n.Value, 60))
 	case "!!float":
-		return fmt.Sprintf("a number (%s)", clip(n.Value))
+		return fmt.Sprintf("a number (%s)", textsafe.Cap(n.Value, 60))
 	case "!!bool":
-		return fmt.Sprintf("a boolean (%s)", clip(n.Value))
+		return fmt.Sprintf("a boolean (%s)", textsafe.Cap(n.Value, 60))
 	case "!!null":
 		return "empty (null)"
 	case "!!timestamp":
-		return fmt.Sprintf("a date (%s)", clip(n.Value))
+		return fmt.Sprintf("a date (%s)", textsafe.Cap(n.Value, 60))
 	}
-	return fmt.Sprintf("a value tagged %s", clip(n.Tag))
-}
-
-func clip(s string) string {
-	if utf8.RuneCountInString(s) > 60 {
-		r := []rune(s)
-		return string(r[:57]) + "..."
-	}
-	return s
+	return fmt.Sprintf("a value tagged %s", textsafe.Cap(n.Tag, 60))
 }
 
 // ---- typed accessors ----------------------------------------------------
@@ -486,7 +480,7 @@ func (d *decoder) integer(n *yaml.Node, field, fix string) (int64, bool) {
 		if err := n.Decode(&v); err == nil {
 			return v, true
 		}
-		d.add(n, field, CodeBadLimit, fmt.Sprintf("%s is too large", clip(n.Value)), "", fix)
+		d.add(n, field, CodeBadLimit, fmt.Sprintf("%s is too large", textsafe.Cap(n.Value, 60)), "", fix)
 		return 0, false
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {

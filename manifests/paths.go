@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
@@ -129,7 +131,7 @@ func (c *checker) checkPaths(m *Manifest, i int) {
 			c.add(base+".arg", CodeMissingField, "the path declaration names no argument", "",
 				"add arg: NAME, the argument that holds the path (e.g. arg: path)")
 		case !validArg(pd.Arg):
-			c.add(base+".arg", CodeBadPathDecl, fmt.Sprintf("arg %q is not an argument selector", clip(pd.Arg)),
+			c.add(base+".arg", CodeBadPathDecl, fmt.Sprintf("arg %q is not an argument selector", textsafe.Cap(pd.Arg, 60)),
 				"a selector is property names joined by \".\", with \"[]\" after a list", `write e.g. "path", "paths[]" or "edits[].path"`)
 		default:
 			if k, dup := seen[pd.Arg]; dup {
@@ -146,7 +148,7 @@ func (c *checker) checkPaths(m *Manifest, i int) {
 			}
 		}
 		if pd.Format != "" && (pd.Format != FormatPatch || pd.Access != AccessWrite) {
-			c.add(base+".format", CodeBadPathDecl, fmt.Sprintf("format %q is not known for access %s", clip(pd.Format), pd.Access),
+			c.add(base+".format", CodeBadPathDecl, fmt.Sprintf("format %q is not known for access %s", textsafe.Cap(pd.Format, 60), pd.Access),
 				"the only format is patch, for a write argument holding patch text", "write format: patch with access: write, or drop format")
 		}
 		switch pd.Access {
@@ -155,7 +157,7 @@ func (c *checker) checkPaths(m *Manifest, i int) {
 			continue
 		case AccessRead, AccessWrite:
 		default:
-			c.add(base+".access", CodeBadPathDecl, fmt.Sprintf("access %q is not known", clip(pd.Access)), "", "use read or write")
+			c.add(base+".access", CodeBadPathDecl, fmt.Sprintf("access %q is not known", textsafe.Cap(pd.Access, 60)), "", "use read or write")
 			continue
 		}
 		allowed := ReadSyscalls
@@ -163,7 +165,7 @@ func (c *checker) checkPaths(m *Manifest, i int) {
 			allowed = WriteSyscalls
 		}
 		if pd.Syscall != "" && !slices.Contains(allowed, pd.Syscall) {
-			c.add(base+".syscall", CodeBadPathDecl, fmt.Sprintf("syscall %q is not a %s syscall", clip(pd.Syscall), pd.Access),
+			c.add(base+".syscall", CodeBadPathDecl, fmt.Sprintf("syscall %q is not a %s syscall", textsafe.Cap(pd.Syscall, 60), pd.Access),
 				"the policy judges the path as this syscall; it must match the access mode", "use one of: "+strings.Join(allowed, ", "))
 			continue
 		}

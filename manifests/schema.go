@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -102,7 +104,7 @@ func (d *decoder) jsonValue(n *yaml.Node, field string) any {
 			if err := n.Decode(&f); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
 				return f
 			}
-			d.add(n, field, CodeBadSchema, fmt.Sprintf("%s is not a JSON number", clip(n.Value)), "JSON has no infinity or NaN", "use a finite number")
+			d.add(n, field, CodeBadSchema, fmt.Sprintf("%s is not a JSON number", textsafe.Cap(n.Value, 60)), "JSON has no infinity or NaN", "use a finite number")
 			return nil
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/Masterminds/semver/v3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -157,14 +159,14 @@ func (m *Manifest) validate() []*FieldError {
 		}
 	}
 	if m.Name != "" && !nameRE.MatchString(m.Name) {
-		c.add("name", CodeBadName, fmt.Sprintf("plugin name %q is not allowed", clip(m.Name)),
+		c.add("name", CodeBadName, fmt.Sprintf("plugin name %q is not allowed", textsafe.Cap(m.Name, 60)),
 			"plugin names are used as directory names and policy keys",
 			`use 2-63 characters: a lowercase letter, then lowercase letters, digits or "-", e.g. "tool-fs"`)
 	}
 	if m.Version != "" {
 		v, err := semver.StrictNewVersion(m.Version)
 		if err != nil {
-			c.add("version", CodeBadSemver, fmt.Sprintf("version %q is not a strict semantic version", clip(m.Version)),
+			c.add("version", CodeBadSemver, fmt.Sprintf("version %q is not a strict semantic version", textsafe.Cap(m.Version, 60)),
 				err.Error(), `write MAJOR.MINOR.PATCH without a "v" prefix and quote it, e.g. version: "1.2.0"`)
 		}
 		m.SemVer = v
@@ -174,7 +176,7 @@ func (m *Manifest) validate() []*FieldError {
 		if s := closest(m.Kind, Kinds()); s != "" {
 			fix = fmt.Sprintf("did you mean %q? Use one of: %s", s, strings.Join(Kinds(), ", "))
 		}
-		c.add("kind", CodeBadKind, fmt.Sprintf("kind %q is not a plugin kind", clip(m.Kind)), "", fix)
+		c.add("kind", CodeBadKind, fmt.Sprintf("kind %q is not a plugin kind", textsafe.Cap(m.Kind, 60)), "", fix)
 	}
 	c.text("description", m.Description, true)
 	c.text("author", m.Author, true)
@@ -184,7 +186,7 @@ func (m *Manifest) validate() []*FieldError {
 		if sha256RE.MatchString(strings.ToLower(m.SHA256)) {
 			fix = "write the digits in lowercase"
 		}
-		c.add("sha256", CodeBadSHA256, fmt.Sprintf("sha256 %q is not 64 lowercase hex digits", clip(m.SHA256)), "", fix)
+		c.add("sha256", CodeBadSHA256, fmt.Sprintf("sha256 %q is not 64 lowercase hex digits", textsafe.Cap(m.SHA256, 60)), "", fix)
 	}
 	c.apiVersions(m.APIVersions)
 	c.sandbox(m)
@@ -192,7 +194,7 @@ func (m *Manifest) validate() []*FieldError {
 		"a capability is lowercase dotted words, e.g. fs.read or net.connect", `write e.g. "fs.read"`)
 	for i, v := range m.RequiredCapabilities {
 		if capabilityRE.MatchString(v) && !slices.Contains(KnownCapabilities, v) {
-			c.add(fmt.Sprintf("required_capabilities[%d]", i), CodeUnknownCapability, fmt.Sprintf("%q is not a capability the kernel grants", clip(v)),
+			c.add(fmt.Sprintf("required_capabilities[%d]", i), CodeUnknownCapability, fmt.Sprintf("%q is not a capability the kernel grants", textsafe.Cap(v, 60)),
 				"a listed capability must mean something the kernel enforces; the policy, not this list, decides a tool's own calls",
 				"remove it; the capabilities are "+strings.Join(KnownCapabilities, ", "))
 		}
@@ -211,16 +213,16 @@ func (c *checker) entry(e string) {
 	case e == "":
 		return // missing is reported by the decoder; empty string below
 	case strings.ContainsRune(e, '\\'):
-		c.add("entry", CodeEntryInvalid, fmt.Sprintf("path %q contains a backslash", clip(e)), "entry uses \"/\" as separator on every platform",
+		c.add("entry", CodeEntryInvalid, fmt.Sprintf("path %q contains a backslash", textsafe.Cap(e, 60)), "entry uses \"/\" as separator on every platform",
 			fmt.Sprintf("write it with \"/\", e.g. %q", strings.ReplaceAll(e, `\`, "/")))
 	case strings.HasPrefix(e, "/") || len(e) >= 2 && e[1] == ':' && unicode.IsLetter(rune(e[0])):
-		c.add("entry", CodeEntryAbsolute, fmt.Sprintf("path %q is absolute", clip(e)), why, fix)
+		c.add("entry", CodeEntryAbsolute, fmt.Sprintf("path %q is absolute", textsafe.Cap(e, 60)), why, fix)
 	case containsDotDot(e):
-		c.add("entry", CodeEntryEscapes, fmt.Sprintf("path %q leaves the plugin directory", clip(e)), why, fix)
+		c.add("entry", CodeEntryEscapes, fmt.Sprintf("path %q leaves the plugin directory", textsafe.Cap(e, 60)), why, fix)
 	case strings.IndexFunc(e, unicode.IsControl) >= 0 || !utf8.ValidString(e):
-		c.add("entry", CodeEntryInvalid, fmt.Sprintf("path %q contains control characters", clip(e)), "", fix)
+		c.add("entry", CodeEntryInvalid, fmt.Sprintf("path %q contains control characters", textsafe.Cap(e, 60)), "", fix)
 	case e == "." || strings.HasSuffix(e, "/") || strings.HasSuffix(e, "/."):
-		c.add("entry", CodeEntryInvalid, fmt.Sprintf("path %q names a directory, not a file", clip(e)), "entry is the plugin's executable", fix)
+		c.add("entry", CodeEntryInvalid, fmt.Sprintf("path %q names a directory, not a file", textsafe.Cap(e, 60)), "entry is the plugin's executable", fix)
 	}
 }
 
@@ -283,7 +285,7 @@ func (c *checker) sandbox(m *Manifest) {
 		if sug := closest(t, Templates()); sug != "" {
 			fix = fmt.Sprintf("did you mean %q? Use one of: %s", sug, strings.Join(Templates(), ", "))
 		}
-		c.add("sandbox.template", CodeBadTemplate, fmt.Sprintf("sandbox template %q does not exist", clip(t)), "", fix)
+		c.add("sandbox.template", CodeBadTemplate, fmt.Sprintf("sandbox template %q does not exist", textsafe.Cap(t, 60)), "", fix)
 	case t == TemplateNone && m.Kind != KindRuntime && m.Kind != "":
 		c.add("sandbox.template", CodeBadTemplate, fmt.Sprintf("a %s plugin cannot run without a sandbox", m.Kind),
 			"every provider, tool, VCS and policy plugin runs in its own L2 container; only runtime adapters, which create those containers, run on the host",
@@ -323,7 +325,7 @@ func (c *checker) uniqueList(field string, vs []string, re *regexp.Regexp, code,
 	for i, v := range vs {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if !re.MatchString(v) || len(v) > maxTagLen*4 || field == "tags" && len(v) > maxTagLen {
-			c.add(f, code, fmt.Sprintf("%q is not allowed here", clip(v)), why, fix)
+			c.add(f, code, fmt.Sprintf("%q is not allowed here", textsafe.Cap(v, 60)), why, fix)
 			continue
 		}
 		if j, dup := seen[v]; dup {
@@ -359,7 +361,7 @@ func (c *checker) tools(m *Manifest) {
 		case t.Name == "":
 			c.missing(base + ".name")
 		case !toolNameRE.MatchString(t.Name):
-			c.add(base+".name", CodeBadToolName, fmt.Sprintf("tool name %q is not allowed", clip(t.Name)),
+			c.add(base+".name", CodeBadToolName, fmt.Sprintf("tool name %q is not allowed", textsafe.Cap(t.Name, 60)),
 				"tool names are dotted lowercase words so policies can match them (fs.*)",
 				`use lowercase words joined by ".", e.g. "fs.read" or "git.diff"`)
 		default:
@@ -372,10 +374,10 @@ func (c *checker) tools(m *Manifest) {
 		}
 		c.text(base+".summary", t.Summary, true)
 		if t.OutputMode != "" && t.OutputMode != OutputPatch && t.OutputMode != OutputFull {
-			c.add(base+".output_mode", CodeBadOutputMode, fmt.Sprintf("output_mode %q is not known", clip(t.OutputMode)), "", `use "patch" (default) or "full"`)
+			c.add(base+".output_mode", CodeBadOutputMode, fmt.Sprintf("output_mode %q is not known", textsafe.Cap(t.OutputMode, 60)), "", `use "patch" (default) or "full"`)
 		}
 		if t.Lifetime != "" && t.Lifetime != LifetimeSession && t.Lifetime != LifetimePerCall {
-			c.add(base+".lifetime", CodeBadLifetime, fmt.Sprintf("lifetime %q is not known", clip(t.Lifetime)), "", `use "session" (default) or "per_call"`)
+			c.add(base+".lifetime", CodeBadLifetime, fmt.Sprintf("lifetime %q is not known", textsafe.Cap(t.Lifetime, 60)), "", `use "session" (default) or "per_call"`)
 		}
 		c.checkPaths(m, i)
 		if t.ParametersJSON == nil {
@@ -415,7 +417,7 @@ func (c *checker) provider(m *Manifest) {
 	for i, h := range m.Provider.Network {
 		f := fmt.Sprintf("provider.network[%d]", i)
 		if msg := checkHostPort(h); msg != "" {
-			c.add(f, CodeBadNetworkHost, fmt.Sprintf("%q is not a host[:port]: %s", clip(h), msg), "",
+			c.add(f, CodeBadNetworkHost, fmt.Sprintf("%q is not a host[:port]: %s", textsafe.Cap(h, 60), msg), "",
 				`write a DNS name or IP address with an optional port, e.g. "api.openai.com:443"`)
 			continue
 		}
@@ -492,7 +494,7 @@ func CheckName(n string) error {
 	if nameRE.MatchString(n) {
 		return nil
 	}
-	return &FieldError{Field: "name", Code: CodeBadName, What: fmt.Sprintf("plugin name %q is not allowed", clip(n)),
+	return &FieldError{Field: "name", Code: CodeBadName, What: fmt.Sprintf("plugin name %q is not allowed", textsafe.Cap(n, 60)),
 		Why: "plugin names are used as directory names and policy keys",
 		Fix: `use 2-63 characters: a lowercase letter, then lowercase letters, digits or "-", e.g. "tool-fs"`}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
@@ -179,7 +181,7 @@ func execTool(ctx context.Context, tc *pluginsdk.ToolContext, raw json.RawMessag
 		return nil, err
 	}
 	if b, err := os.ReadFile(filepath.Join(scratch, landlock.FailedMarker)); err == nil {
-		return nil, uerr.New("SHELL_START_FAILED", fmt.Sprintf("%s could not be started", a.Argv[0]), clip(string(b), 512),
+		return nil, uerr.New("SHELL_START_FAILED", fmt.Sprintf("%s could not be started", a.Argv[0]), textsafe.Cap(string(b), 512),
 			"check the program name (it must be on the sandbox's PATH: the policy's toolchains) and retry")
 	}
 	if lf, err := writeLog(tc, full); err == nil {
@@ -284,22 +286,12 @@ func (c *capBuffer) Write(p []byte) (int, error) {
 
 func (c *capBuffer) Bytes() []byte { return c.buf.Bytes() }
 
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
 // headTail keeps the start and the end of s within about n bytes.
 func headTail(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	h := clip(s, n/2)
+	h := textsafe.Cap(s, n/2)
 	t := s[len(s)-n/2:]
 	for len(t) > 0 && !utf8.RuneStart(t[0]) {
 		t = t[1:]

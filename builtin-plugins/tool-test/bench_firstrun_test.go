@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // BenchmarkFirstTestRun measures a project's first test.run (fresh
@@ -88,7 +89,7 @@ func benchFirstRun(b *testing.B, src string) {
 			}
 			r, err := testrun.Decode(res.Output)
 			if err != nil || r.Status != testrun.Green {
-				b.Fatalf("test.run: %v %s", err, clip(string(res.Output), 2000))
+				b.Fatalf("test.run: %v %s", err, textsafe.Cap(string(res.Output), 2000))
 			}
 			return total, r.Duration()
 		}}

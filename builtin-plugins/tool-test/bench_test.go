@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // BenchmarkTestRunVsHost runs the tests of a real package (a copy of
@@ -68,7 +69,7 @@ func BenchmarkTestRunVsHost(b *testing.B) {
 		}
 		r, err := testrun.Decode(res.Output)
 		if err != nil || r.Status != testrun.Green {
-			b.Fatalf("test.run: %v %s", err, clip(string(res.Output), 2000))
+			b.Fatalf("test.run: %v %s", err, textsafe.Cap(string(res.Output), 2000))
 		}
 		tests = r.Counts.Passed
 		inside = append(inside, r.Duration())

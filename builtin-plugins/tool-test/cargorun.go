@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 
 	"context"
 	"fmt"
@@ -187,7 +188,7 @@ func (j *job) runCargo(ctx context.Context, timeout time.Duration) testrun.Run {
 	}
 	if !build.finished {
 		run.Status = testrun.RunnerError
-		run.Summary = fmt.Sprintf("cargo test failed before building (%s): %s", res.state, clip(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024))
+		run.Summary = fmt.Sprintf("cargo test failed before building (%s): %s", res.state, textsafe.Cap(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024))
 		if strings.Contains(run.Summary, "offline") {
 			run.Summary += "; the sandbox has no network: crates come only from the host's ~/.cargo/registry (read-only, policy toolchains entry with env " + registryEnv + "), so run `cargo fetch` in the project on the host, or vendor the dependencies (cargo vendor) into the project"
 		}
@@ -248,7 +249,7 @@ func (j *job) runCargo(ctx context.Context, timeout time.Duration) testrun.Run {
 func (j *job) cargoFailed(res cmdResult, confined, what string, timeout time.Duration) (testrun.Run, bool) {
 	var run testrun.Run
 	if b, err := os.ReadFile(filepath.Join(confined, landlock.FailedMarker)); err == nil {
-		run.Status, run.Summary = testrun.RunnerError, "cargo could not be confined: "+clip(string(b), 512)
+		run.Status, run.Summary = testrun.RunnerError, "cargo could not be confined: "+textsafe.Cap(string(b), 512)
 		return run, true
 	}
 	switch {
@@ -259,7 +260,7 @@ func (j *job) cargoFailed(res cmdResult, confined, what string, timeout time.Dur
 		return run, true
 	case res.exitCode != 0:
 		run.Status = testrun.RunnerError
-		run.Summary = fmt.Sprintf("%s failed (%s): %s", what, res.state, clip(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024))
+		run.Summary = fmt.Sprintf("%s failed (%s): %s", what, res.state, textsafe.Cap(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024))
 		return run, true
 	}
 	return run, false
@@ -336,7 +337,7 @@ func hasKind(list []string, s string) bool {
 // InTestFile when the target is an integration test (tests/*.rs) —
 // runCargo sets it for errors in #[cfg(test)] code of a lib or bin.
 func rustBuildError(d rustDiag, t cargoTarget, ws, root string) testrun.BuildError {
-	be := testrun.BuildError{Package: t.Name, Message: clip(d.Message, 1024)}
+	be := testrun.BuildError{Package: t.Name, Message: textsafe.Cap(d.Message, 1024)}
 	for _, s := range d.Spans {
 		if s.IsPrimary {
 			be.File = relToWorkspace(ws, root, s.FileName)
@@ -346,7 +347,7 @@ func rustBuildError(d rustDiag, t cargoTarget, ws, root string) testrun.BuildErr
 	}
 	if d.Code != nil {
 		be.Undefined = rustUndefined[d.Code.Code]
-		be.Message = clip(d.Code.Code+": "+d.Message, 1024)
+		be.Message = textsafe.Cap(d.Code.Code+": "+d.Message, 1024)
 	}
 	be.InTestFile = hasKind(t.Kind, "test")
 	return be
@@ -386,7 +387,7 @@ func (j *job) runTestBinaries(ctx context.Context, run testrun.Run, bins []testB
 		if res.timedOut {
 			run = j.timedOut(run, timeout)
 			if len(unfinished) > 0 {
-				run.Summary += "; still running: " + clip(strings.Join(unfinished, ", "), 1024)
+				run.Summary += "; still running: " + textsafe.Cap(strings.Join(unfinished, ", "), 1024)
 			}
 			return run
 		}
@@ -415,7 +416,7 @@ func (j *job) runTestBinaries(ctx context.Context, run testrun.Run, bins []testB
 	run.Output = text.String()
 	if !reported {
 		run.Status = testrun.RunnerError
-		run.Summary = "no test binary gave a libtest JSON report: " + clip(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024)
+		run.Summary = "no test binary gave a libtest JSON report: " + textsafe.Cap(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024)
 		return run
 	}
 	run.Status = classifyGo(run)
@@ -453,7 +454,7 @@ func parseLibtest(stream []byte, label string) (tests []testrun.Test, unfinished
 			t.Status = testrun.Fail
 			t.Message = tailClip(strings.TrimSpace(ev.Stdout+"\n"+ev.Message), maxMessageBytes)
 		case "ignored":
-			t.Status, t.Message = testrun.Skip, clip(ev.Message, 512)
+			t.Status, t.Message = testrun.Skip, textsafe.Cap(ev.Message, 512)
 		}
 	}
 	for i := range tests {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 
 	"bytes"
 	"context"
@@ -111,7 +112,7 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 	j.log.Write([]byte(full))
 	if b, err := os.ReadFile(filepath.Join(confined, landlock.FailedMarker)); err == nil {
 		run.Status = testrun.RunnerError
-		run.Summary = "the test binaries could not be confined: " + clip(string(b), 512)
+		run.Summary = "the test binaries could not be confined: " + textsafe.Cap(string(b), 512)
 		return run
 	}
 	switch {
@@ -119,7 +120,7 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 		run.Status = testrun.Timeout
 		run.Summary = fmt.Sprintf("stopped after %s (timeout_seconds)", timeout.Round(time.Second))
 		if len(unfinished) > 0 {
-			run.Summary += "; still running: " + clip(strings.Join(unfinished, ", "), 1024)
+			run.Summary += "; still running: " + textsafe.Cap(strings.Join(unfinished, ", "), 1024)
 		}
 		if len(run.Tests) == 0 && len(run.BuildErrors) == 0 {
 			// Killed while compiling: what was compiled is in the cache.
@@ -135,11 +136,11 @@ func (j *job) runGo(ctx context.Context, timeout time.Duration) testrun.Run {
 		// No change to the code fixes this: the sandbox has one toolchain.
 		msg := goTooNew(j.log.Bytes())
 		run.Status = testrun.BuildFailed
-		run.BuildErrors = []testrun.BuildError{{File: relToWorkspace(j.ws, cwd, "go.mod"), Message: clip(msg, 1024)}}
+		run.BuildErrors = []testrun.BuildError{{File: relToWorkspace(j.ws, cwd, "go.mod"), Message: textsafe.Cap(msg, 1024)}}
 		run.Summary = "the sandbox's Go toolchain is older than go.mod's go line and cannot download another (no network): install that Go on the host and list it in the policy's toolchains section, or lower the go line if the code does not need it"
 	case run.Status == "" && res.exitCode != 0:
 		run.Status = testrun.RunnerError
-		run.Summary = fmt.Sprintf("go test failed before running anything (%s): %s", res.state, clip(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024))
+		run.Summary = fmt.Sprintf("go test failed before running anything (%s): %s", res.state, textsafe.Cap(strings.TrimSpace(lastLines(j.log.Bytes(), 10)), 1024))
 	}
 	if run.Status == testrun.BuildFailed && run.Summary == "" {
 		run.Summary = "a module the code imports is not in the sandbox's module cache and cannot be downloaded there (no network): run `go mod download` (or `go test ./...` once) in the project on the host, so ~/go/pkg/mod has it"
@@ -368,13 +369,13 @@ func parseBuildOutput(lines []string, pkg, ws, cwd string) []testrun.BuildError 
 		case l == "" || strings.HasPrefix(l, "# "):
 			continue
 		case strings.HasPrefix(l, "\t") && len(out) > 0:
-			out[len(out)-1].Message = clip(out[len(out)-1].Message+"\n"+l, 1024)
+			out[len(out)-1].Message = textsafe.Cap(out[len(out)-1].Message+"\n"+l, 1024)
 			continue
 		}
-		be := testrun.BuildError{Package: pkg, Message: clip(l, 1024)}
+		be := testrun.BuildError{Package: pkg, Message: textsafe.Cap(l, 1024)}
 		if f, ln, col, msg, ok := splitDiag(l); ok {
 			be.File = relToWorkspace(ws, cwd, f)
-			be.Line, be.Column, be.Message = ln, col, clip(msg, 1024)
+			be.Line, be.Column, be.Message = ln, col, textsafe.Cap(msg, 1024)
 			be.InTestFile = strings.HasSuffix(f, "_test.go")
 			be.Undefined = undefinedName(msg)
 		}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
 )
 
@@ -39,7 +41,7 @@ func pytestCollectError(c junitCase, ws string) testrun.BuildError {
 		mod = c.ClassName + "." + c.Name
 	}
 	be := testrun.BuildError{Package: mod, File: strings.ReplaceAll(mod, ".", "/") + ".py",
-		Message: clip(strings.TrimSpace(c.Error.Text), 1024)}
+		Message: textsafe.Cap(strings.TrimSpace(c.Error.Text), 1024)}
 	var frames []pyFrame
 	var excType, excMsg, synFile string
 	synLine := 0
@@ -62,7 +64,7 @@ func pytestCollectError(c junitCase, ws string) testrun.BuildError {
 	if excType == "" {
 		return be
 	}
-	be.Message = clip(excType+": "+excMsg, 1024)
+	be.Message = textsafe.Cap(excType+": "+excMsg, 1024)
 	inProject := func(f string) (string, bool) {
 		rel := relToWorkspace(ws, ws, f)
 		return rel, !filepath.IsAbs(rel) && !strings.HasPrefix(rel, "<")

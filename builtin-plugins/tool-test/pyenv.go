@@ -8,6 +8,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // pyVenvNames are the project directories searched for a virtualenv
@@ -115,7 +117,7 @@ func (j *job) pythonEnv() (pyEnv, error) {
 	}
 	if base == "" {
 		return pyEnv{}, fmt.Errorf("the project's virtualenv %s was made from an interpreter that is not in the sandbox (pyvenv.cfg home = %q; tried %s): the kernel mounts it only when it is a Python installation (bin/python3, lib/python3.X/os.py) outside the project and $FLUFFY_HOME; recreate the venv from such a Python (e.g. `python3 -m venv %s`), or list the interpreter's directory in the policy's toolchains section",
-			venv, clip(cfg["home"], 256), clip(strings.Join(tried, ", "), 512), venv)
+			venv, textsafe.Cap(cfg["home"], 256), textsafe.Cap(strings.Join(tried, ", "), 512), venv)
 	}
 	own := filepath.Join(j.scratch, "venv")
 	if err := os.MkdirAll(filepath.Join(own, "bin"), 0o755); err != nil {

@@ -61,7 +61,7 @@ func (j *job) pytestWith(ctx context.Context, timeout time.Duration, pe pyEnv) t
 		return j.timedOut(run, timeout)
 	}
 	if b, err := os.ReadFile(filepath.Join(confined, landlock.FailedMarker)); err == nil {
-		run.Status, run.Summary = testrun.RunnerError, "pytest could not be confined: "+clip(string(b), 512)
+		run.Status, run.Summary = testrun.RunnerError, "pytest could not be confined: "+textsafe.Cap(string(b), 512)
 		return run
 	}
 	data, err := os.ReadFile(report)
@@ -171,7 +171,7 @@ func (j *job) nodeWith(ctx context.Context, timeout time.Duration, node string, 
 		return j.timedOut(run, timeout)
 	}
 	if b, err := os.ReadFile(filepath.Join(confined, landlock.FailedMarker)); err == nil {
-		run.Status, run.Summary = testrun.RunnerError, "node could not be confined: "+clip(string(b), 512)
+		run.Status, run.Summary = testrun.RunnerError, "node could not be confined: "+textsafe.Cap(string(b), 512)
 		return run
 	}
 	data, err := os.ReadFile(report)
@@ -250,7 +250,7 @@ func parseJUnit(run *testrun.Run, data []byte, ws string, pytest bool) {
 			case c.Error != nil:
 				t.Status, t.Message = testrun.Fail, tailClip(c.Error.Message+"\n"+c.Error.Text, maxMessageBytes)
 			case c.Skipped != nil:
-				t.Status, t.Message = testrun.Skip, clip(c.Skipped.Message, 512)
+				t.Status, t.Message = testrun.Skip, textsafe.Cap(c.Skipped.Message, 512)
 			}
 			run.Tests = append(run.Tests, t)
 		}

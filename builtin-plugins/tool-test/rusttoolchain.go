@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -122,7 +124,7 @@ func parseToolchainFile(name string, b []byte) (string, error) {
 	if name == rustToolchainLegacy {
 		if t := strings.TrimSpace(s); t != "" && !strings.ContainsAny(t, "\n[=") {
 			if !rustChannel.MatchString(t) {
-				return "", fmt.Errorf("channel %q is not stable, beta, nightly or a version, optionally followed by -YYYY-MM-DD", clip(t, 64))
+				return "", fmt.Errorf("channel %q is not stable, beta, nightly or a version, optionally followed by -YYYY-MM-DD", textsafe.Cap(t, 64))
 			}
 			return t, nil
 		}
@@ -149,7 +151,7 @@ func parseToolchainTOML(s string) (string, error) {
 		}
 		if strings.HasPrefix(l, "[") {
 			if l != "[toolchain]" || inTable {
-				return "", fmt.Errorf("line %d: %q: only one [toolchain] table is allowed", n, clip(l, 64))
+				return "", fmt.Errorf("line %d: %q: only one [toolchain] table is allowed", n, textsafe.Cap(l, 64))
 			}
 			inTable = true
 			continue
@@ -160,7 +162,7 @@ func parseToolchainTOML(s string) (string, error) {
 			return "", fmt.Errorf("line %d: expected key = value inside [toolchain]", n)
 		}
 		if seen[k] {
-			return "", fmt.Errorf("line %d: %s is set twice", n, clip(k, 32))
+			return "", fmt.Errorf("line %d: %s is set twice", n, textsafe.Cap(k, 32))
 		}
 		seen[k] = true
 		switch k {
@@ -172,7 +174,7 @@ func parseToolchainTOML(s string) (string, error) {
 			switch k {
 			case "channel":
 				if !rustChannel.MatchString(str) {
-					return "", fmt.Errorf("line %d: channel %q is not stable, beta, nightly or a version, optionally followed by -YYYY-MM-DD", n, clip(str, 64))
+					return "", fmt.Errorf("line %d: channel %q is not stable, beta, nightly or a version, optionally followed by -YYYY-MM-DD", n, textsafe.Cap(str, 64))
 				}
 				channel = str
 			case "path":
@@ -188,7 +190,7 @@ func parseToolchainTOML(s string) (string, error) {
 				return "", fmt.Errorf("line %d: %s: %v", n, k, err)
 			}
 		default:
-			return "", fmt.Errorf("line %d: unknown key %q (rustup's are channel, components, targets, profile, path)", n, clip(k, 32))
+			return "", fmt.Errorf("line %d: unknown key %q (rustup's are channel, components, targets, profile, path)", n, textsafe.Cap(k, 32))
 		}
 	}
 	if !inTable {
@@ -223,14 +225,14 @@ func tomlString(v string) (string, error) {
 		}
 		return s, nil
 	}
-	return "", fmt.Errorf("%q is not a quoted string", clip(v, 64))
+	return "", fmt.Errorf("%q is not a quoted string", textsafe.Cap(v, 64))
 }
 
 // tomlStrings reads a one-line array of strings.
 func tomlStrings(v string) ([]string, error) {
 	inner, ok := strings.CutPrefix(v, "[")
 	if inner, ok = strings.CutSuffix(inner, "]"); !ok {
-		return nil, fmt.Errorf("%q is not an array of strings", clip(v, 64))
+		return nil, fmt.Errorf("%q is not an array of strings", textsafe.Cap(v, 64))
 	}
 	var out []string
 	for _, e := range strings.Split(inner, ",") {

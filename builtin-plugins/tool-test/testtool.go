@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 
 	"bytes"
 	"context"
@@ -256,12 +257,12 @@ func finish(r *testrun.Run) {
 		head += fmt.Sprintf("; %d build error(s), first %s:%d: %s", len(r.BuildErrors), be.File, be.Line, be.Message)
 	}
 	if r.Status == testrun.Red && len(r.BuildErrors) > 0 {
-		head += "\nthe build failed in " + clip(strings.Join(failedPackages(r.BuildErrors), ", "), 512) + " (the code or the tests do not compile or import yet): every error is listed in build_errors"
+		head += "\nthe build failed in " + textsafe.Cap(strings.Join(failedPackages(r.BuildErrors), ", "), 512) + " (the code or the tests do not compile or import yet): every error is listed in build_errors"
 	}
 	if r.Summary != "" {
 		head += "\n" + r.Summary
 	}
-	r.Summary = clip(head, 2<<10)
+	r.Summary = textsafe.Cap(head, 2<<10)
 	r.Output = headTail(r.Output, testrun.MaxTextBytes-len(r.Summary)-1024)
 }
 
@@ -390,17 +391,6 @@ func (c *capBuffer) Bytes() []byte {
 	return c.buf.Bytes()
 }
 
-// clip bounds s to n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
 // headTail keeps the start and the end of s within n bytes.
 func headTail(s string, n int) string {
 	if n < 64 {
@@ -409,7 +399,7 @@ func headTail(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	h := clip(s, n/3)
+	h := textsafe.Cap(s, n/3)
 	t := s[len(s)-(n-n/3-64):]
 	for len(t) > 0 && !utf8.RuneStart(t[0]) {
 		t = t[1:]

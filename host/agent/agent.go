@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/toolcall"
@@ -103,7 +105,7 @@ func New(o Options) *Agent {
 func (a *Agent) Pin(text string) {
 	a.run.Lock()
 	defer a.run.Unlock()
-	a.h.pins = append(a.h.pins, clipRunes(text, 4000))
+	a.h.pins = append(a.h.pins, textsafe.Cap(text, 4000))
 }
 
 // Budget returns the last budget event (nil before any task).
@@ -160,7 +162,7 @@ func (a *Agent) Run(ctx context.Context, task string) DoneEvent {
 	a.run.Lock()
 	defer a.run.Unlock()
 	t := &taskRun{start: a.o.Now(), changes: map[string]bool{}, fut: newFutility()}
-	a.emit(Event{Type: EventTaskStarted, Text: clipRunes(task, 2000)})
+	a.emit(Event{Type: EventTaskStarted, Text: textsafe.Cap(task, 2000)})
 	done := a.loop(ctx, t, task)
 	if done.Files == nil {
 		done.Files = t.files
@@ -251,13 +253,13 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 			}
 			st := a.o.Workflow.Status()
 			if st.State == "idle" || st.State == "" {
-				return DoneEvent{Status: StatusDone, Summary: clipRunes(t.lastText, 1000)}
+				return DoneEvent{Status: StatusDone, Summary: textsafe.Cap(t.lastText, 1000)}
 			}
 			if a.answered(t, st) {
-				return DoneEvent{Status: StatusAnswered, Reason: answeredReason, Summary: clipRunes(t.lastText, 1000)}
+				return DoneEvent{Status: StatusAnswered, Reason: answeredReason, Summary: textsafe.Cap(t.lastText, 1000)}
 			}
 			if t.nudges >= maxNudges {
-				return DoneEvent{Status: StatusStopped, Reason: fmt.Sprintf("the model stopped working while the workflow is in %s; nothing was merged", st.State), Summary: clipRunes(t.lastText, 1000)}
+				return DoneEvent{Status: StatusStopped, Reason: fmt.Sprintf("the model stopped working while the workflow is in %s; nothing was merged", st.State), Summary: textsafe.Cap(t.lastText, 1000)}
 			}
 			t.nudges++
 			a.h.msgs = append(a.h.msgs, provider.Message{Role: provider.RoleUser, Content: fmt.Sprintf(
@@ -280,7 +282,7 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 			if ex := t.fut.explain(); ex != "" {
 				reason += "; " + ex
 			}
-			return DoneEvent{Status: StatusStopped, Reason: reason, Summary: clipRunes(t.lastText, 1000)}
+			return DoneEvent{Status: StatusStopped, Reason: reason, Summary: textsafe.Cap(t.lastText, 1000)}
 		}
 		if d, ok := a.maybeFinish(ctx, t); ok {
 			return d
@@ -320,7 +322,7 @@ func (a *Agent) maybeFinish(ctx context.Context, t *taskRun) (DoneEvent, bool) {
 		}
 		sum := f.Summary
 		if sum == "" {
-			sum = clipRunes(t.lastText, 1000)
+			sum = textsafe.Cap(t.lastText, 1000)
 		}
 		return DoneEvent{Status: status, Summary: sum, Files: f.Files, Commit: f.Commit}, true
 	}
@@ -353,7 +355,7 @@ func (a *Agent) failed(err error) DoneEvent {
 }
 
 func (a *Agent) cancelled(t *taskRun) DoneEvent {
-	return DoneEvent{Status: StatusCancelled, Reason: "cancelled by the user", Summary: clipRunes(t.lastText, 1000)}
+	return DoneEvent{Status: StatusCancelled, Reason: "cancelled by the user", Summary: textsafe.Cap(t.lastText, 1000)}
 }
 
 // limitReached checks the task's limits before a turn.
@@ -373,7 +375,7 @@ func (a *Agent) limitReached(t *taskRun) (DoneEvent, bool) {
 	default:
 		return DoneEvent{}, false
 	}
-	return DoneEvent{Status: StatusStopped, Reason: why, Summary: clipRunes(t.lastText, 1000)}, true
+	return DoneEvent{Status: StatusStopped, Reason: why, Summary: textsafe.Cap(t.lastText, 1000)}, true
 }
 
 func (a *Agent) budget(t *taskRun, ctxTokens int64) {
@@ -441,7 +443,7 @@ func (a *Agent) summarize(ctx context.Context) error {
 	if strings.TrimSpace(res.Text) == "" {
 		return uerr.New("AGENT_SUMMARY_EMPTY", "the summary request returned no text", "the model answered the summary request with nothing", "retry; if it persists, use a model with a larger context window")
 	}
-	a.h.summary = clipRunes(res.Text, 4*SummaryTokens) // ~2000 tokens
+	a.h.summary = textsafe.Cap(res.Text, 4*SummaryTokens) // ~2000 tokens
 	a.h.from = cut
 	a.h.summaries++
 	return nil
@@ -697,7 +699,7 @@ func (a *Agent) systemPrompt(st Status, tools []Tool) string {
 	b.WriteString("\nTools (arguments are described by their schemas):\n")
 	var used int64
 	for i, tl := range tools {
-		line := fmt.Sprintf("- %s: %s\n", tl.Name, clipRunes(tl.Summary, 160))
+		line := fmt.Sprintf("- %s: %s\n", tl.Name, textsafe.Cap(tl.Summary, 160))
 		n := a.est.text(line)
 		if used+n > ToolPromptBudget {
 			fmt.Fprintf(&b, "- … and %d more tools (see the function definitions)\n", len(tools)-i)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 )
 
@@ -124,15 +126,15 @@ func summaryRequest(prev string, msgs []provider.Message) provider.ChatRequest {
 	for _, m := range msgs {
 		switch {
 		case m.Role == provider.RoleTool:
-			fmt.Fprintf(&b, "[tool result %s] %s\n", m.ToolCallID, clipRunes(m.Content, 2000))
+			fmt.Fprintf(&b, "[tool result %s] %s\n", m.ToolCallID, textsafe.Cap(m.Content, 2000))
 		case len(m.ToolCalls) > 0:
-			fmt.Fprintf(&b, "[%s] %s\n", m.Role, clipRunes(m.Content, 2000))
+			fmt.Fprintf(&b, "[%s] %s\n", m.Role, textsafe.Cap(m.Content, 2000))
 			for _, tc := range m.ToolCalls {
 				args, _ := json.Marshal(tc.Arguments)
-				fmt.Fprintf(&b, "  called %s %s\n", tc.Name, clipRunes(string(args), 500))
+				fmt.Fprintf(&b, "  called %s %s\n", tc.Name, textsafe.Cap(string(args), 500))
 			}
 		default:
-			fmt.Fprintf(&b, "[%s] %s\n", m.Role, clipRunes(m.Content, 4000))
+			fmt.Fprintf(&b, "[%s] %s\n", m.Role, textsafe.Cap(m.Content, 4000))
 		}
 	}
 	return provider.ChatRequest{
@@ -142,12 +144,4 @@ func summaryRequest(prev string, msgs []provider.Message) provider.ChatRequest {
 		Messages:  []provider.Message{{Role: provider.RoleUser, Content: b.String()}},
 		MaxTokens: SummaryTokens,
 	}
-}
-
-func clipRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // Futility thresholds: runaway loops of
@@ -53,7 +55,7 @@ func (f *futility) observe(name string, args json.RawMessage, res ToolResult) (n
 	k := callKey(name, args, res)
 	f.calls[k]++
 	if f.calls[k] == 1 {
-		f.tried = append(f.tried, name+" "+clipRunes(canonical(args), 120))
+		f.tried = append(f.tried, name+" "+textsafe.Cap(canonical(args), 120))
 	}
 	switch n := f.calls[k]; {
 	case n >= repeatStop:
@@ -74,7 +76,7 @@ func (f *futility) observe(name string, args json.RawMessage, res ToolResult) (n
 				f.lastFailure, f.failures = sig, 1
 			}
 			if f.failures >= sameFailureStop && stop == "" {
-				stop = fmt.Sprintf("the same test failure (%s) came back %d times in a row", clipRunes(sig, 200), f.failures)
+				stop = fmt.Sprintf("the same test failure (%s) came back %d times in a row", textsafe.Cap(sig, 200), f.failures)
 			}
 		}
 	}

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/fluffy-waffle/fluffy/textsafe"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/go-hclog"
@@ -689,13 +690,9 @@ const (
 	maxPathBytes   = 4096
 )
 
+// clip makes s valid UTF-8 (it may come from a model) and bounds it.
 func clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n]) + "…"
+	return textsafe.Cap(strings.ToValidUTF8(s, "\uFFFD"), n)
 }
 
 // Start begins a task on a user message (idle -> planning). When the

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
@@ -150,7 +152,7 @@ func startRow(name string, samples int, progress func(string), measure func() (t
 		d, err := measure()
 		if err != nil {
 			progress(fmt.Sprintf("  %s not measured: %v", name, err))
-			return Row{Suite: "cli", Name: name + ": NOT MEASURED (" + clip(err.Error(), 120) + ")", Unit: "ms"}
+			return Row{Suite: "cli", Name: name + ": NOT MEASURED (" + textsafe.Cap(err.Error(), 120) + ")", Unit: "ms"}
 		}
 		ds = append(ds, d)
 	}
@@ -215,7 +217,7 @@ func bootstrapReady(exe string, environ []string, project, sock, l1 string) (tim
 	}
 	if err != nil {
 		b, _ := os.ReadFile(out.Name())
-		return 0, fmt.Errorf("%v; CLI output: %s", err, clip(string(b), 400))
+		return 0, fmt.Errorf("%v; CLI output: %s", err, textsafe.Cap(string(b), 400))
 	}
 	_, _ = cl.Call(context.Background(), "kernel.shutdown", nil, nil)
 	cl.Close()
@@ -314,11 +316,4 @@ func sortFloats(f []float64) {
 			f[j], f[j-1] = f[j-1], f[j]
 		}
 	}
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/internal/pty"
 )
@@ -70,7 +72,7 @@ func replPrompt(exe string, environ []string, project, sock, l1 string) (time.Du
 		_ = cmd.Wait()
 		mu.Lock()
 		defer mu.Unlock()
-		return 0, fmt.Errorf("no prompt within 90 s; terminal: %s", clip(screen.String(), 400))
+		return 0, fmt.Errorf("no prompt within 90 s; terminal: %s", textsafe.Cap(screen.String(), 400))
 	}
 	// Ctrl-D at an empty prompt leaves the REPL; the kernel stays up
 	// (it is a daemon) and is shut down through its socket.

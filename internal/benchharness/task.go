@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/textsafe"
+
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/scheduler"
 )
@@ -256,7 +258,7 @@ func splitTask(evs []agent.Event, wall time.Duration) (map[string]time.Duration,
 			return e.Type + " " + e.State.To
 		}
 		if e.Type == agent.EventNotice {
-			return fmt.Sprintf("notice %q", clip(e.Text, 50))
+			return fmt.Sprintf("notice %q", textsafe.Cap(e.Text, 50))
 		}
 		return e.Type
 	}
@@ -331,7 +333,7 @@ func memorySuite(cfg config, progress func(string)) ([]Row, error) {
 	n := 0
 	evs, done, wall, err := env.run("read the project's files, one a turn", "explore", func(ev agent.Event) {
 		if ev.Type == agent.EventToolResult && ev.Tool != nil && !ev.Tool.OK && ev.Tool.Error != nil {
-			progress(fmt.Sprintf("    %s failed: %s: %s", ev.Tool.Name, ev.Tool.Error.Code, clip(ev.Tool.Error.Error(), 200)))
+			progress(fmt.Sprintf("    %s failed: %s: %s", ev.Tool.Name, ev.Tool.Error.Code, textsafe.Cap(ev.Tool.Error.Error(), 200)))
 		}
 		if ev.Type == agent.EventToolResult {
 			n++
@@ -357,7 +359,7 @@ func memorySuite(cfg config, progress func(string)) ([]Row, error) {
 		}
 	}
 	progress(fmt.Sprintf("  %d turns, %d tool results, ended %s (%s) in %v; RSS %d → %d KiB, peak %d KiB, heap peak %d KiB, live heap after GC %d KiB",
-		turns, n, done.Status, clip(done.Reason, 200), wall.Round(time.Millisecond), before, after, peak, heapPeak/1024, live/1024))
+		turns, n, done.Status, textsafe.Cap(done.Reason, 200), wall.Round(time.Millisecond), before, after, peak, heapPeak/1024, live/1024))
 	kib := func(name string, v uint64) Row {
 		return Row{Suite: "task", Name: name, Unit: "MiB", N: 1, P50: float64(v) / 1024, P90: float64(v) / 1024, P99: float64(v) / 1024}
 	}

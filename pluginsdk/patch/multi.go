@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // Operations of a FilePatch.
@@ -147,7 +149,7 @@ func parseEnvelope(lines []string) ([]FilePatch, error) {
 			}
 		case cur == nil:
 			if strings.TrimSpace(l) != "" {
-				return nil, &ParseError{n, fmt.Sprintf("%q is not in a file section; start one with `*** Add File:`, `*** Update File:` or `*** Delete File:`", clipText(l))}
+				return nil, &ParseError{n, fmt.Sprintf("%q is not in a file section; start one with `*** Add File:`, `*** Update File:` or `*** Delete File:`", textsafe.Cap(l, 80))}
 			}
 		case cur.Op == OpAdd:
 			if !strings.HasPrefix(l, "+") {
@@ -202,7 +204,7 @@ func addHunkLine(h *Hunk, l string, n int) error {
 	case l[0] == ' ' || l[0] == '-' || l[0] == '+':
 		h.Lines = append(h.Lines, Line{l[0], l[1:]})
 	default:
-		return &ParseError{n, fmt.Sprintf("%q: a hunk line starts with a space (context), - (removed) or + (added)", clipText(l))}
+		return &ParseError{n, fmt.Sprintf("%q: a hunk line starts with a space (context), - (removed) or + (added)", textsafe.Cap(l, 80))}
 	}
 	return nil
 }
@@ -252,7 +254,7 @@ func parseUnified(lines []string) ([]FilePatch, error) {
 			}
 			start, ok := unifiedStart(l)
 			if !ok {
-				return nil, &ParseError{n, fmt.Sprintf("%q is not a hunk header like `@@ -12,3 +12,4 @@`", clipText(l))}
+				return nil, &ParseError{n, fmt.Sprintf("%q is not a hunk header like `@@ -12,3 +12,4 @@`", textsafe.Cap(l, 80))}
 			}
 			h = &Hunk{OldStart: start, At: n}
 		case h != nil && (l == "" || l[0] == ' ' || l[0] == '-' || l[0] == '+' || strings.HasPrefix(l, `\ `)):
@@ -349,13 +351,6 @@ func unifiedStart(h string) (int, bool) {
 	return n, err == nil
 }
 
-func clipText(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
-
 // HunkError is a hunk whose old lines are not in the file.
 type HunkError struct {
 	Path string
@@ -369,9 +364,9 @@ type HunkError struct {
 }
 
 func (e *HunkError) Error() string {
-	s := fmt.Sprintf("%s: hunk %d (patch line %d) does not match the file: its line %q is not where the hunk needs it", e.Path, e.Hunk, e.At, clipText(e.Want))
+	s := fmt.Sprintf("%s: hunk %d (patch line %d) does not match the file: its line %q is not where the hunk needs it", e.Path, e.Hunk, e.At, textsafe.Cap(e.Want, 80))
 	if e.Near > 0 {
-		s += fmt.Sprintf("; the closest line is %d: %q", e.Near, clipText(e.NearText))
+		s += fmt.Sprintf("; the closest line is %d: %q", e.Near, textsafe.Cap(e.NearText, 80))
 	}
 	return s
 }
