@@ -35,7 +35,18 @@ const mcpListBudget = 2 * time.Minute
 type mcpTools struct {
 	mu    sync.Mutex
 	tools map[string][]manifests.Tool // by spec name
+	// failed remembers a listing that failed, so that a broken server
+	// costs one failed start per mcpRetryAfter, not one per model turn.
+	failed map[string]mcpFailure
 }
+
+type mcpFailure struct {
+	err error
+	at  time.Time
+}
+
+// mcpRetryAfter is how long a failed listing is answered from memory.
+const mcpRetryAfter = time.Minute
 
 // loadMCP adds one bridge spec per configured MCP server (project and
 // user lists). A server that cannot be used is logged and left out; the
@@ -178,10 +189,17 @@ func (c *catalog) mcpList(ctx context.Context, spec supervisor.Spec) ([]manifest
 	}
 	ctx, cancel := context.WithTimeout(ctx, mcpListBudget)
 	defer cancel()
+	if f, ok := c.mcp.failed[spec.Name]; ok && time.Since(f.at) < mcpRetryAfter {
+		return nil, f.err
+	}
 	defs, err := c.k.Plugins.Tools(ctx, spec.Name)
 	if err != nil {
-		// Not kept: a later listing may succeed once the server is fixed
-		// or the breaker closes.
+		// Kept a while only: a later listing may succeed once the server
+		// is fixed or the breaker closes.
+		if c.mcp.failed == nil {
+			c.mcp.failed = map[string]mcpFailure{}
+		}
+		c.mcp.failed[spec.Name] = mcpFailure{err: err, at: time.Now()}
 		return nil, err
 	}
 	server := strings.TrimPrefix(spec.Name, mcpconfig.SpecPrefix)
