@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fluffy-waffle/fluffy/nearest"
+
 	"github.com/fluffy-waffle/fluffy/textsafe"
 
 	"gopkg.in/yaml.v3"
@@ -299,7 +301,7 @@ func (d *decoder) unknownField(key *yaml.Node, field string, known []string) {
 	fix := "remove it"
 	if r, ok := renamed[name]; ok {
 		fix = r
-	} else if s := closest(name, known); s != "" {
+	} else if s := nearest.Name(name, known, 2); s != "" {
 		fix = fmt.Sprintf("did you mean %q? Rename it, or remove it", s)
 	}
 	d.add(key, field, CodeUnknownField, fmt.Sprintf("unknown field %q", name),
@@ -313,40 +315,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// closest returns the known name within edit distance 2 of s, if any.
-func closest(s string, known []string) string {
-	best, bestD := "", 3
-	for _, k := range known {
-		if dist := levenshtein(s, k); dist < bestD {
-			best, bestD = k, dist
-		}
-	}
-	return best
-}
-
-func levenshtein(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 20
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func join(path, key string) string {

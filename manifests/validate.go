@@ -10,6 +10,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fluffy-waffle/fluffy/nearest"
+
 	"github.com/fluffy-waffle/fluffy/textsafe"
 
 	"github.com/Masterminds/semver/v3"
@@ -173,7 +175,7 @@ func (m *Manifest) validate() []*FieldError {
 	}
 	if m.Kind != "" && DefaultTemplate(m.Kind) == "" {
 		fix := "use one of: " + strings.Join(Kinds(), ", ")
-		if s := closest(m.Kind, Kinds()); s != "" {
+		if s := nearest.Name(m.Kind, Kinds(), 2); s != "" {
 			fix = fmt.Sprintf("did you mean %q? Use one of: %s", s, strings.Join(Kinds(), ", "))
 		}
 		c.add("kind", CodeBadKind, fmt.Sprintf("kind %q is not a plugin kind", textsafe.Cap(m.Kind, 60)), "", fix)
@@ -282,7 +284,7 @@ func (c *checker) sandbox(m *Manifest) {
 		// kind is missing or wrong: already reported
 	case !known:
 		fix := "use one of: " + strings.Join(Templates(), ", ")
-		if sug := closest(t, Templates()); sug != "" {
+		if sug := nearest.Name(t, Templates(), 2); sug != "" {
 			fix = fmt.Sprintf("did you mean %q? Use one of: %s", sug, strings.Join(Templates(), ", "))
 		}
 		c.add("sandbox.template", CodeBadTemplate, fmt.Sprintf("sandbox template %q does not exist", textsafe.Cap(t, 60)), "", fix)

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/nearest"
+
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
@@ -151,32 +153,11 @@ func nearCommand(prompt string, cmds []command) string {
 	if prompt == "" || strings.ContainsAny(prompt, " \t") {
 		return ""
 	}
-	for _, c := range cmds {
-		if editDistance(prompt, c.name) <= 2 {
-			return c.name
-		}
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = c.name
 	}
-	return ""
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return nearest.Name(prompt, names, 2)
 }
 
 // exitCoder lets a command choose its exit status (e.g. conformance: 1 when a
