@@ -159,7 +159,7 @@ func (r loadRun) String() string {
 // turn cap and merge size, and its kernel stopped when the test ends. It
 // writes the project config itself (what `fluffy config set --project`
 // writes) instead of running the CLI four times per project.
-func loadProject(t testing.TB, fluffy, cassette string, env []string) string {
+func loadProject(t testing.TB, fluffy, cassette string, env []string, extraConfig ...string) string {
 	t.Helper()
 	ws := t.TempDir()
 	if out, err := exec.Command("cp", "-r", "../../examples/parseconfig/.", ws).CombinedOutput(); err != nil {
@@ -172,7 +172,7 @@ func loadProject(t testing.TB, fluffy, cassette string, env []string) string {
 	cas := filepath.Join(ws, ".fluffy", "cassette.jsonl")
 	// The long session's turns, and its merge of ~200 files without a
 	// review (--yes approves only what the policy would auto-merge).
-	cfg := fmt.Sprintf("provider: replay\nproviders:\n  replay:\n    cassette: %s\nagent:\n  max_turns: 400\nmerge:\n  auto_max_lines: 100000\n", cas)
+	cfg := fmt.Sprintf("provider: replay\nproviders:\n  replay:\n    cassette: %s\nagent:\n  max_turns: 400\nmerge:\n  auto_max_lines: 100000\n", cas) + strings.Join(extraConfig, "")
 	if err := os.MkdirAll(filepath.Dir(cas), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -302,6 +302,31 @@ func TestLoad(t *testing.T) {
 	t.Run("TenProjectsOneHome", func(t *testing.T) { t.Parallel(); loadTenProjects(t, fluffy) })
 	t.Run("LongSession", func(t *testing.T) { t.Parallel(); loadLongSession(t, fluffy) })
 	t.Run("LargeRepository", func(t *testing.T) { t.Parallel(); loadLargeRepository(t, fluffy) })
+	t.Run("Bwrap", func(t *testing.T) { t.Parallel(); loadBwrap(t, fluffy) })
+}
+
+// loadBwrap runs the ten-project task once with every plugin in a
+// bubblewrap jail (sandbox: bwrap), whose /out and socket directory are
+// tmpfs of their limits reached through the jail's /proc/PID/root: the
+// parallel calls, the test runs (their log is in /out) and the commit
+// (vcs-git's objects are in /out) all work through them.
+func loadBwrap(t *testing.T, fluffy string) {
+	if _, err := exec.LookPath("bwrap"); err != nil && os.Getenv("FLUFFY_REQUIRE_JAIL") == "" {
+		t.Skipf("bubblewrap is not installed: %v", err)
+	}
+	home, env := loadHome(t, fluffy)
+	ws := loadProject(t, fluffy, loadCassette(t, [][]cassetteCall{parallelReads("parseConfig")}, nil), env, "sandbox: bwrap\n")
+	r := runLoadTask(fluffy, home, ws, env)
+	checkRun(t, "bwrap project", r)
+	if len(r.results) < 8 {
+		t.Errorf("%d tool results, want the 8 the cassette calls", len(r.results))
+	}
+	g := exec.Command("git", "log", "--format=%s")
+	g.Dir = ws
+	if log, _ := g.Output(); len(strings.Split(strings.TrimSpace(string(log)), "\n")) != 2 {
+		t.Errorf("want the task's commit on top of the first:\n%s", log)
+	}
+	t.Logf("LOAD bwrap project: wall %.1fs; kernel VmHWM %d MiB", r.wall.Seconds(), r.kernelHWM>>10)
 }
 
 // checkRun fails t unless r finished done with every tool call ok.
