@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +59,10 @@ type bootstrap struct {
 	restarts []time.Time // restarts within the window
 	l1Name   string      // the L1 container this bootstrap started last
 	progress func(string)
+	// exited receives once when the local kernel this bootstrap started
+	// last ends (nil until one is started).
+	exited chan struct{}
+	logAt  int64 // the kernel log's size when that kernel started
 }
 
 func newBootstrap(e *env, project string, l1 bool, progress func(string)) *bootstrap {
@@ -119,6 +124,22 @@ func (b *bootstrap) waitReady(ctx context.Context) (*ipc.Client, error) {
 			why = "its L1 container stopped before the kernel answered"
 			break
 		}
+		if b.exitedEarly() {
+			// The kernel said why it could not start: that error is the
+			// user's, not a readiness timeout a minute later. One that
+			// lost the lock to a kernel another command started just
+			// now leaves the answer to that kernel.
+			ue := kernelError(b.outputSinceStart())
+			if ue != nil && ue.Code == "KERNEL_RUNNING" {
+				b.exited = nil
+				continue
+			}
+			if ue != nil {
+				return nil, ue
+			}
+			why = "the kernel exited before it answered"
+			break
+		}
 		// A local kernel answers within a few hundred ms: polling
 		// finely at first keeps the poll from adding to the start.
 		if i < 100 {
@@ -130,6 +151,70 @@ func (b *bootstrap) waitReady(ctx context.Context) (*ipc.Client, error) {
 	return nil, uerr.New("KERNEL_START_FAILED", "the fluffy kernel did not become ready",
 		why+"; last kernel output: "+b.kernelOutput(ctx),
 		"read the kernel log "+b.paths.Log+", or run `fluffy kernel --project "+b.project+"` in the foreground to see why")
+}
+
+// exitedEarly reports whether the local kernel this bootstrap started has
+// already ended.
+func (b *bootstrap) exitedEarly() bool {
+	if b.l1 || b.exited == nil {
+		return false
+	}
+	select {
+	case <-b.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// outputSinceStart is what the local kernel started last wrote to its
+// log (bounded): the log keeps earlier kernels' lines too.
+func (b *bootstrap) outputSinceStart() string {
+	f, err := os.Open(b.paths.Log)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(b.logAt, io.SeekStart); err != nil {
+		return ""
+	}
+	out, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+	if len(out) > 8<<10 {
+		out = out[len(out)-8<<10:]
+	}
+	return string(out)
+}
+
+// kernelError is the last structured error the kernel printed as it
+// failed (uerr's rendering: ERROR:, Reason:, Fix:, Code: lines), or nil.
+func kernelError(out string) *uerr.Error {
+	lines := strings.Split(out, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		code, ok := strings.CutPrefix(strings.TrimSpace(lines[i]), "Code: ")
+		if !ok || code == "" {
+			continue
+		}
+		var what, why, fix string
+		for j := i - 1; j >= 0 && j >= i-6; j-- {
+			l := strings.TrimSpace(lines[j])
+			switch {
+			case strings.HasPrefix(l, "Fix: ") && fix == "":
+				fix = strings.TrimPrefix(l, "Fix: ")
+			case strings.HasPrefix(l, "Reason: ") && why == "":
+				why = strings.TrimPrefix(l, "Reason: ")
+			case strings.HasPrefix(l, "ERROR: ") && what == "":
+				what = strings.TrimPrefix(l, "ERROR: ")
+			}
+			if what != "" {
+				break
+			}
+		}
+		if what == "" {
+			return nil
+		}
+		return uerr.New(code, safeLine(what, 500), safeLine(why, 1000), safeLine(fix, 500))
+	}
+	return nil
 }
 
 // l1Running reports whether the L1 container started last still runs.
@@ -216,6 +301,10 @@ func (b *bootstrap) startLocal(exe string) error {
 		return err
 	}
 	defer logf.Close()
+	b.logAt = 0
+	if fi, err := logf.Stat(); err == nil {
+		b.logAt = fi.Size()
+	}
 	cmd := exec.Command(exe, "kernel", "--project", b.project)
 	cmd.Env = append(os.Environ(), "FLUFFY_HOME="+b.e.home)
 	cmd.Dir = b.project
@@ -224,7 +313,15 @@ func (b *bootstrap) startLocal(exe string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start kernel: %w", err)
 	}
-	return cmd.Process.Release()
+	// Waited on only to see a kernel that dies before it answers; it
+	// outlives this CLI otherwise (its own session).
+	exited := make(chan struct{})
+	b.exited = exited
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	return nil
 }
 
 // detectRuntime finds a container CLI whose engine answers (a

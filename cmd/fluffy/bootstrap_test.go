@@ -188,3 +188,36 @@ func TestBootstrapRestartsKernelThreeTimesThenGivesUp(t *testing.T) {
 		})
 	}
 }
+
+// TestBootstrapSaysWhyALocalKernelDidNotStart: a local kernel that exits
+// at once with a structured error (here a project whose .fluffy/db is a
+// file) gives the user that error, its code and fix, instead of a
+// readiness timeout a minute later that hides it in a log excerpt.
+func TestBootstrapSaysWhyALocalKernelDidNotStart(t *testing.T) {
+	exe := fluffyLayout(t)
+	home := shortHome(t)
+	project := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(project, ".fluffy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(project, ".fluffy", "db"), []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// An earlier kernel's error in the log is not this one's.
+	if err := os.MkdirAll(filepath.Join(home, "k"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, home: home, getenv: os.Getenv, log: nil}
+	b := newBootstrap(e, project, false, nil)
+	b.exe = exe
+	if err := os.WriteFile(b.paths.Log, []byte("ERROR: an older failure\nReason: old\nFix: old\nCode: OLD_FAILURE\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := b.connect(ctx)
+	ue, ok := uerr.As(err)
+	if !ok || ue.Code != "FS_PATH_INVALID" || !strings.Contains(ue.What, "not a directory") || ue.Fix == "" {
+		t.Fatalf("connect = %v; want the kernel's own FS_PATH_INVALID error", err)
+	}
+}
