@@ -338,7 +338,11 @@ func TestMCPServersThroughTheRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
+	netAudited := map[string]string{}
 	for _, rec := range recs {
+		if rec.EventType == kernel.EventNetworkRequest && rec.Caller == "mcp-netok" {
+			netAudited[rec.Metadata["host"]] = rec.PolicyDecision
+		}
 		if strings.HasPrefix(rec.ToolName, "mcp.") || strings.HasPrefix(rec.SyscallType, "mcp.") {
 			seen[string(rec.EventType)+" "+rec.ToolName+rec.SyscallType+" "+rec.PolicyDecision+" "+rec.PolicyRuleName] = true
 		}
@@ -348,6 +352,9 @@ func TestMCPServersThroughTheRouter(t *testing.T) {
 		lines = append(lines, s)
 	}
 	all := strings.Join(lines, "\n")
+	if netAudited[listed] != string(audit.DecisionAllowed) || netAudited["example.com:443"] != string(audit.DecisionDenied) {
+		t.Errorf("the proxy's decisions for mcp-netok in the audit log: %v", netAudited)
+	}
 	for _, want := range []string{"mcp.gosrv.probe", "mcp.pysrv.add", "mcp.gosrv.crash", "mcp-forbidden"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the audit log has no record of %s:\n%s", want, all)
