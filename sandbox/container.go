@@ -638,9 +638,10 @@ func exitError(name string, l Limits, ex rt.Exit, external bool, quota string) e
 		return uerr.New("SANDBOX_OOM", "plugin "+name+" was killed: out of memory",
 			fmt.Sprintf("it used more than its sandbox limit of %d MiB", l.MemoryBytes>>20),
 			"the plugin will be restarted; if it keeps happening, report it to the plugin's author")
-	case external && ex.Code < 0:
-		// The wait ended without an exit status: the engine, not the
-		// container, went away (or the connection to it broke).
+	case external && ex.Code < 0 && !strings.Contains(strings.ToLower(ex.Error), "no such container"):
+		// The wait ended without an exit status, and not because the
+		// container was removed: the engine, not the container, went
+		// away (or the connection to it broke).
 		return uerr.New(CodeEngineLost, "the container engine stopped answering while plugin "+name+" ran",
 			strings.TrimSpace("waiting on its container ended without an exit status: the engine went away or the connection to it broke "+ex.Error),
 			"check that the engine answers (`docker info`, and DOCKER_HOST if set); once it does, fluffy starts the plugin again on its next use: run the task again, the session keeps its state")

@@ -305,6 +305,7 @@ func TestExitErrorTellsEngineLossFromAKill(t *testing.T) {
 		{runtime.Exit{Code: -1}, CodeEngineLost},
 		{runtime.Exit{Code: -1, Error: "rpc error: EOF"}, CodeEngineLost},
 		{runtime.Exit{Code: 137}, CodeKilledExternally},
+		{runtime.Exit{Code: -1, Error: "wait abc: Error response from daemon: No such container: abc"}, CodeKilledExternally},
 	} {
 		err := exitError("tool-test", Limits{}, tc.ex, true, "")
 		if !uerr.HasCode(err, tc.code) {
