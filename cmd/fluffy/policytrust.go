@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
+
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/store"
@@ -110,46 +112,21 @@ func policyTrust(e *env, args []string) error {
 // is untrusted text).
 func lineDiff(a, b string) string {
 	x, y := strings.Split(strings.TrimSuffix(a, "\n"), "\n"), strings.Split(strings.TrimSuffix(b, "\n"), "\n")
-	if len(x)*len(y) > 4_000_000 { // too large to align: show it all
+	ops, err := patch.Align(x, y)
+	if err != nil { // too large to align: show it all
 		var sb strings.Builder
 		for _, l := range y {
 			sb.WriteString("+ " + textsafe.Line(l, 300) + "\n")
 		}
 		return sb.String()
 	}
-	// lcs[i][j]: length of the longest common subsequence of x[i:], y[j:].
-	lcs := make([][]int, len(x)+1)
-	for i := range lcs {
-		lcs[i] = make([]int, len(y)+1)
-	}
-	for i := len(x) - 1; i >= 0; i-- {
-		for j := len(y) - 1; j >= 0; j-- {
-			if x[i] == y[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
 	type line struct {
 		op   byte
 		text string
 	}
-	var out []line
-	i, j := 0, 0
-	for i < len(x) || j < len(y) {
-		switch {
-		case i < len(x) && j < len(y) && x[i] == y[j]:
-			out = append(out, line{' ', x[i]})
-			i++
-			j++
-		case j < len(y) && (i == len(x) || lcs[i][j+1] >= lcs[i+1][j]):
-			out = append(out, line{'+', y[j]})
-			j++
-		default:
-			out = append(out, line{'-', x[i]})
-			i++
-		}
+	out := make([]line, len(ops))
+	for k, o := range ops {
+		out[k] = line{o.Kind, o.Line}
 	}
 	const ctx = 2
 	near := func(k int) bool {

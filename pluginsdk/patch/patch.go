@@ -18,10 +18,14 @@ var ErrTooLarge = errors.New("files too large for a line diff")
 // ErrConflict is returned by Apply when the base does not match the patch.
 var ErrConflict = errors.New("patch does not apply")
 
-type op struct {
-	kind byte // ' ', '-', '+'
-	line string
+// Op is one line of an alignment of two texts: Kind ' ' (in both), '-'
+// (only in the old one) or '+' (only in the new one).
+type Op struct {
+	Kind byte
+	Line string
 }
+
+type op = Op
 
 func splitLines(b []byte) []string {
 	if len(b) == 0 {
@@ -39,6 +43,20 @@ func splitLines(b []byte) []string {
 // or "" when they are equal.
 func Unified(name string, old, new []byte) (string, error) {
 	a, b := splitLines(old), splitLines(new)
+	ops, err := Align(a, b)
+	if err != nil {
+		return "", err
+	}
+	if len(ops) == 0 || !changed(ops) {
+		return "", nil
+	}
+	return render(name, ops), nil
+}
+
+// Align returns the operations turning lines a into lines b, a shortest
+// edit (longest common subsequence), or ErrTooLarge when the lines that
+// differ exceed MaxCells. Lines are compared whole, terminators included.
+func Align(a, b []string) ([]Op, error) {
 	// Trim the common prefix and suffix: most edits are local, so the LCS
 	// table stays small.
 	pre := 0
@@ -50,11 +68,8 @@ func Unified(name string, old, new []byte) (string, error) {
 		suf++
 	}
 	am, bm := a[pre:len(a)-suf], b[pre:len(b)-suf]
-	if len(am) == 0 && len(bm) == 0 {
-		return "", nil
-	}
 	if (len(am)+1)*(len(bm)+1) > MaxCells {
-		return "", ErrTooLarge
+		return nil, ErrTooLarge
 	}
 	ops := make([]op, 0, len(a)+len(b))
 	for _, l := range a[:pre] {
@@ -64,7 +79,16 @@ func Unified(name string, old, new []byte) (string, error) {
 	for _, l := range a[len(a)-suf:] {
 		ops = append(ops, op{' ', l})
 	}
-	return render(name, ops), nil
+	return ops, nil
+}
+
+func changed(ops []Op) bool {
+	for _, o := range ops {
+		if o.Kind != ' ' {
+			return true
+		}
+	}
+	return false
 }
 
 func lcs(a, b []string) []op {
@@ -119,7 +143,7 @@ func render(name string, ops []op) string {
 	for i < len(ops) {
 		// find next change
 		k := i
-		for k < len(ops) && ops[k].kind == ' ' {
+		for k < len(ops) && ops[k].Kind == ' ' {
 			k++
 		}
 		if k == len(ops) {
@@ -134,14 +158,14 @@ func render(name string, ops []op) string {
 		// extend the hunk while changes are within 2*context of each other
 		end := k
 		for {
-			for end < len(ops) && ops[end].kind != ' ' {
+			for end < len(ops) && ops[end].Kind != ' ' {
 				end++
 			}
 			run := end
-			for run < len(ops) && ops[run].kind == ' ' && run-end < 2*context {
+			for run < len(ops) && ops[run].Kind == ' ' && run-end < 2*context {
 				run++
 			}
-			if run < len(ops) && ops[run].kind != ' ' {
+			if run < len(ops) && ops[run].Kind != ' ' {
 				end = run
 				continue
 			}
@@ -151,15 +175,15 @@ func render(name string, ops []op) string {
 		var oc, nc int
 		var body strings.Builder
 		for _, o := range ops[start:end] {
-			body.WriteByte(o.kind)
-			body.WriteString(o.line)
-			if !strings.HasSuffix(o.line, "\n") {
+			body.WriteByte(o.Kind)
+			body.WriteString(o.Line)
+			if !strings.HasSuffix(o.Line, "\n") {
 				body.WriteString("\n\\ No newline at end of file\n")
 			}
-			if o.kind != '+' {
+			if o.Kind != '+' {
 				oc++
 			}
-			if o.kind != '-' {
+			if o.Kind != '-' {
 				nc++
 			}
 		}
