@@ -6,9 +6,11 @@
 //
 // Suites (-only NAME): plugin, workspace, task (the demo task end to end
 // and kernel memory), memory (kernel memory alone), parallel (ten tool
-// calls in one turn), cli (kernel cold start, IPC ping, event stream).
-// The task, memory and parallel suites run the kernel in this process on
-// the plugins under -bin/plugins and need Docker; cli runs -bin/fluffy.
+// calls in one turn), cli (kernel cold start, IPC ping, event stream),
+// flood (a misbehaving plugin's floods of output, progress and kernel
+// callbacks: outcome, RSS and disk growth of each). The task, memory,
+// parallel and flood suites run the kernel in this process on the plugins
+// under -bin/plugins and need Docker; cli runs -bin/fluffy.
 // Run it from the repository root (it reads examples/).
 //
 // It is a developer tool: it must not be imported.
