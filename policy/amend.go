@@ -22,6 +22,11 @@ const CodeAmend = "POLICY_AMEND_UNSUPPORTED"
 type Exemption struct {
 	Request Request
 	Rules   []string
+	// AnyArguments marks a request whose syscall alone names what was
+	// approved: one tool of one MCP server, whatever its arguments. It
+	// lets a request without a path be exempted by its syscall and caller;
+	// without it such a request cannot be named exactly and is refused.
+	AnyArguments bool
 }
 
 // AmendItem is one thing an Amendment adds, in its canonical YAML form.
@@ -81,7 +86,8 @@ func Amend(p *Policy, ex []Exemption) (*Amendment, error) {
 	var items []AmendItem
 	for _, e := range ex {
 		req := e.Request
-		if req.Path == "" || confine.Check(req.Path) != "" || confine.IsRoot(req.Path) {
+		if req.Path == "" && !(e.AnyArguments && exactSyscall(req.Syscall)) ||
+			req.Path != "" && (confine.Check(req.Path) != "" || confine.IsRoot(req.Path)) {
 			return nil, amendErr(fmt.Sprintf("%s cannot be approved \"always\"", req.Syscall),
 				"the policy can name a request exactly only by its file path, and this one has none (or it is the whole project)",
 				"approve it once or for this session")
@@ -164,16 +170,23 @@ func exactGlob(path string) string {
 	return b.String()
 }
 
+// exactSyscall reports whether s names one syscall and no pattern: a
+// rule's syscall match treats "*" as a wildcard.
+func exactSyscall(s string) bool { return s != "" && !strings.Contains(s, "*") }
+
 // exceptItem is the canonical match of exactly req: its syscall, its path
-// and who asked (the plugin, else the caller kind).
+// (when it has one: see Exemption.AnyArguments) and who asked (the plugin,
+// else the caller kind).
 func exceptItem(req Request) *yaml.Node {
 	m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
 	add := func(k string, v *yaml.Node) {
 		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, v)
 	}
 	add("syscall", &yaml.Node{Kind: yaml.ScalarNode, Value: req.Syscall})
-	add("path_glob", &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle,
-		Content: []*yaml.Node{{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Value: exactGlob(req.Path)}}})
+	if req.Path != "" {
+		add("path_glob", &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle,
+			Content: []*yaml.Node{{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Value: exactGlob(req.Path)}}})
+	}
 	if req.Caller.Plugin != "" {
 		add("plugin", &yaml.Node{Kind: yaml.ScalarNode, Value: req.Caller.Plugin})
 	} else if req.Caller.Kind != "" {
@@ -228,8 +241,12 @@ func allowRuleText(name string, req Request) (string, error) {
 	if who == "" {
 		who = req.Caller.Kind
 	}
+	what := req.Syscall + " of " + req.Path
+	if req.Path == "" {
+		what = req.Syscall + " (any arguments)"
+	}
 	reason, err := flowText(&yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle,
-		Value: fmt.Sprintf("approved with \"always\" in a review: %s of %s by %s", req.Syscall, req.Path, who)})
+		Value: fmt.Sprintf("approved with \"always\" in a review: %s by %s", what, who)})
 	if err != nil {
 		return "", err
 	}

@@ -51,6 +51,7 @@ capabilities:
 		policy   string // "" is the default policy
 		req      Request
 		rules    []string
+		anyArgs  bool
 		newRule  bool
 		wantText []string
 		// still reviewed after the amendment
@@ -88,6 +89,18 @@ capabilities:
 				{Syscall: "fs.delete", Path: "src/a*b.go", Caller: toolCaller("tool-x", "third_party"), Sandbox: "code-executor"},
 			},
 		},
+		{
+			name:     "an MCP tool is named by its syscall and caller alone",
+			req:      Request{Syscall: "mcp.docs.search", Caller: toolCaller("mcp-docs", "third_party", "mcp_server"), Sandbox: "code-executor"},
+			rules:    []string{"mcp-tools-review"},
+			anyArgs:  true,
+			newRule:  true,
+			wantText: []string{`- {syscall: mcp.docs.search, plugin: mcp-docs}`, "name: always-mcp-docs-search", "mcp.docs.search (any arguments) by mcp-docs"},
+			stillReviewed: []Request{
+				{Syscall: "mcp.docs.fetch", Caller: toolCaller("mcp-docs", "third_party", "mcp_server"), Sandbox: "code-executor"},
+				{Syscall: "mcp.docs.search", Caller: toolCaller("mcp-other", "third_party", "mcp_server"), Sandbox: "code-executor"},
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,7 +113,7 @@ capabilities:
 			if res := NewEngine(def, Options{}).Evaluate(context.Background(), tc.req); res.Decision != RequireReview {
 				t.Fatalf("precondition: %s is %s, want require_review", tc.req, res.Decision)
 			}
-			am, err := Amend(def, []Exemption{{Request: tc.req, Rules: tc.rules}})
+			am, err := Amend(def, []Exemption{{Request: tc.req, Rules: tc.rules, AnyArguments: tc.anyArgs}})
 			if err != nil {
 				t.Fatalf("Amend: %s", uerr.From(err).Render())
 			}
@@ -150,6 +163,8 @@ func TestAmendRefuses(t *testing.T) {
 		ex   Exemption
 	}{
 		{"no path", def, Exemption{Request: Request{Syscall: "shell.exec", Caller: toolCaller("tool-shell"), SessionMode: "debug"}, Rules: []string{"shell-debug-review"}}},
+		{"a pattern for a syscall", def, Exemption{Request: Request{Syscall: "mcp.*", Caller: toolCaller("mcp-docs")}, Rules: []string{"mcp-tools-review"}, AnyArguments: true}},
+		{"a path-less request of a tool that is not one server's tool", def, Exemption{Request: Request{Syscall: "mcp.docs.search", Caller: toolCaller("mcp-docs")}, Rules: []string{"mcp-tools-review"}}},
 		{"project root", def, Exemption{Request: Request{Syscall: "fs.write", Path: ".", Caller: toolCaller("tool-fs")}, Rules: []string{"docs-and-config-review"}}},
 		{"not a review rule", def, Exemption{Request: Request{Syscall: "fs.write", Path: "a.md", Caller: toolCaller("tool-fs")}, Rules: []string{"read-project"}}},
 		{"flow-style rule", flow, Exemption{Request: Request{Syscall: "fs.write", Path: "a.md", Caller: toolCaller("tool-fs")}, Rules: []string{"r"}}},

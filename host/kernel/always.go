@@ -52,8 +52,11 @@ type proposal struct {
 }
 
 // exemptions are the review's requests as policy exemptions, or why the
-// review cannot be made permanent by a policy change.
-func exemptions(r router.ReviewRequest) ([]policy.Exemption, error) {
+// review cannot be made permanent by a policy change. wholeTool says the
+// reviewed tool's name is all the policy needs to name it exactly (a
+// tool of one MCP server: "always" approves that tool, whatever its
+// arguments, as "session" does).
+func exemptions(r router.ReviewRequest, wholeTool bool) ([]policy.Exemption, error) {
 	n := 0
 	var ex []policy.Exemption
 	for _, it := range r.Items {
@@ -69,7 +72,7 @@ func exemptions(r router.ReviewRequest) ([]policy.Exemption, error) {
 			}
 			rules = append(rules, d.Rule)
 		}
-		ex = append(ex, policy.Exemption{Request: it.Request, Rules: rules})
+		ex = append(ex, policy.Exemption{Request: it.Request, Rules: rules, AnyArguments: wholeTool && it.Request.Path == ""})
 	}
 	if len(r.Reasons) > n {
 		return nil, uerr.New(policy.CodeAmend, "\"always\" is not possible for this review",
@@ -83,8 +86,8 @@ func exemptions(r router.ReviewRequest) ([]policy.Exemption, error) {
 
 // propose computes the change "always" would make to the policy in force,
 // or why it cannot.
-func (a *amender) propose(r router.ReviewRequest) (*proposal, error) {
-	ex, err := exemptions(r)
+func (a *amender) propose(r router.ReviewRequest, wholeTool bool) (*proposal, error) {
+	ex, err := exemptions(r, wholeTool)
 	if err != nil {
 		return nil, err
 	}

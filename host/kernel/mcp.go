@@ -153,6 +153,14 @@ func mcpServerOf(name string) string {
 	return server
 }
 
+// mcpBridge reports whether the plugin instance called name is a loaded
+// MCP server's bridge: each of its tools is one tool of one server, named
+// exactly by its syscall mcp.SERVER.TOOL.
+func (k *Kernel) mcpBridge(name string) bool {
+	spec, ok := k.Plugins.Spec(name)
+	return ok && spec.Manifest == BridgePlugin && strings.HasPrefix(name, mcpconfig.SpecPrefix)
+}
+
 // mcpSpecs are the loaded bridge instances, sorted.
 func (k *Kernel) mcpSpecs() []supervisor.Spec {
 	var out []supervisor.Spec

@@ -371,9 +371,10 @@ func envNames(env []string) []string {
 	return out
 }
 
-// TestMCPToolInAStrictTask: a scripted model uses an MCP tool (reviewed
-// once, approved for the session, then not asked again) inside a whole
-// strict task that ends in a merged commit.
+// TestMCPToolInAStrictTask: a scripted model uses two MCP tools inside a
+// whole strict task that ends in a merged commit: one reviewed once and
+// approved for the session, one approved "always" (the project's policy
+// file gains an exception for that tool alone), neither asked again.
 func TestMCPToolInAStrictTask(t *testing.T) {
 	lt := languageTasks[0] // python
 	if _, err := exec.LookPath("pytest"); err != nil {
@@ -391,6 +392,8 @@ func TestMCPToolInAStrictTask(t *testing.T) {
 	file := scriptedCassette(t, [][]scriptedCall{
 		{{"m1", "mcp.pysrv.add", map[string]any{"a": 5, "b": -3}}},
 		{{"m2", "mcp.pysrv.add", map[string]any{"a": 2, "b": 0}}},
+		{{"e1", "mcp.pysrv.environ", map[string]any{}}},
+		{{"e2", "mcp.pysrv.environ", map[string]any{}}},
 		{{"p1", "plan.complete", map[string]any{"plan": "1. " + lt.testPath + ": sub(5, 3) == 2 (fails: no sub yet). 2. " + lt.srcPath + ": add sub. 3. Red, then green."}}},
 		{{"w1", "fs.write", map[string]any{"path": lt.testPath, "content": lt.newTest}}, {"r1", "test.run", map[string]any{}}},
 		{{"w2", "fs.write", map[string]any{"path": lt.srcPath, "content": lt.newSrc}}, {"r2", "test.run", map[string]any{}}},
@@ -411,20 +414,22 @@ func TestMCPToolInAStrictTask(t *testing.T) {
 	t.Cleanup(tasks.Close)
 	var ev events
 	var mu sync.Mutex
-	mcpReviews := 0
-	var mcpScopes []string
+	mcpReviews := map[string]int{}
+	mcpScopes := map[string][]string{}
 	onEvent := func(e agent.Event) {
 		ev.add(e)
 		if e.Type != agent.EventReviewRequested || e.Review == nil {
 			return
 		}
 		scope := router.ScopeOnce
-		if strings.HasPrefix(e.Review.Summary, "mcp.") {
-			mu.Lock()
-			mcpReviews++
-			mcpScopes = e.Review.Scopes
-			mu.Unlock()
-			scope = router.ScopeSession
+		for tool, answer := range map[string]string{"mcp.pysrv.add": router.ScopeSession, "mcp.pysrv.environ": router.ScopeAlways} {
+			if strings.HasPrefix(e.Review.Summary, tool+" ") {
+				mu.Lock()
+				mcpReviews[tool]++
+				mcpScopes[tool] = e.Review.Scopes
+				mu.Unlock()
+				scope = answer
+			}
 		}
 		id := e.Review.ID
 		go func() { _ = tasks.Respond(id, router.Approval{Approved: true, Scope: scope, By: "test"}) }()
@@ -439,16 +444,25 @@ func TestMCPToolInAStrictTask(t *testing.T) {
 		t.Fatalf("task ended %s: %s\ntools: %v\nstates: %v", done.Status, done.Reason, ev.tools(), ev.states())
 	}
 	tl := strings.Join(ev.tools(), " ")
-	if strings.Count(tl, "mcp.pysrv.add") != 2 || strings.Contains(tl, "mcp.pysrv.add!") {
-		t.Fatalf("tool results %s: want two successful mcp.pysrv.add calls", tl)
+	for _, tool := range []string{"mcp.pysrv.add", "mcp.pysrv.environ"} {
+		if strings.Count(tl, tool) != 2 || strings.Contains(tl, tool+"!") {
+			t.Fatalf("tool results %s: want two successful %s calls", tl, tool)
+		}
+		if mcpReviews[tool] != 1 {
+			t.Fatalf("%d reviews of %s: want one, then not asked again", mcpReviews[tool], tool)
+		}
+		// The syscall mcp.SERVER.TOOL names one tool of one server, so the
+		// policy can say "always" for it as exactly as for a file path.
+		if want := []string{router.ScopeOnce, router.ScopeSession, router.ScopeAlways}; !slices.Equal(mcpScopes[tool], want) {
+			t.Fatalf("%s's review offers %v, want %v", tool, mcpScopes[tool], want)
+		}
 	}
-	if mcpReviews != 1 {
-		t.Fatalf("%d reviews of the MCP tool: want one, then approved for the session", mcpReviews)
+	pol, err := os.ReadFile(filepath.Join(ws, ".fluffy", "policy.yaml"))
+	if err != nil {
+		t.Fatalf("\"always\" wrote no project policy: %v", err)
 	}
-	// "always" is a policy amendment, which names a request by its path;
-	// an MCP call has none, so the policy file is edited by hand instead.
-	if !slices.Contains(mcpScopes, router.ScopeSession) || slices.Contains(mcpScopes, router.ScopeAlways) {
-		t.Fatalf("the MCP tool's review offers %v: want once and session", mcpScopes)
+	if !strings.Contains(string(pol), "{syscall: mcp.pysrv.environ, plugin: mcp-pysrv}") || strings.Contains(string(pol), "syscall: mcp.pysrv.add") {
+		t.Fatalf("the project policy does not exempt mcp.pysrv.environ alone:\n%s", pol)
 	}
 	for path, want := range map[string]string{lt.srcPath: lt.newSrc, lt.testPath: lt.newTest} {
 		if got, _ := os.ReadFile(filepath.Join(ws, path)); string(got) != want {

@@ -142,7 +142,7 @@ func (a toolApprover) Review(ctx context.Context, r router.ReviewRequest) (route
 	ev := agent.ReviewEvent{Kind: "tool", Summary: sum, Scopes: []string{router.ScopeOnce, router.ScopeSession}}
 	// "always" is offered when the policy can say exactly this: the
 	// event carries the change it would propose.
-	prop, perr := a.t.am.propose(r)
+	prop, perr := a.t.am.propose(r, a.t.k.mcpBridge(r.Plugin))
 	if perr == nil {
 		ev.Scopes = append(ev.Scopes, router.ScopeAlways)
 		ev.Policy = prop.change(a.t.am.path)
