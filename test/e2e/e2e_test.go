@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,6 +29,8 @@ type project struct {
 	needs string // the host command its tests run with
 	files map[string]string
 	task  string
+	// before: turns before plan.complete (tools any state allows).
+	before [][]call
 	// turns after plan.complete; each turn's calls, in order.
 	turns [][]call
 	// refused: the index of the first call (over all turns) that the
@@ -183,7 +186,7 @@ func projects() []project {
 // then a closing answer.
 func (p project) events() [][]provider.Event {
 	var turns [][]provider.Event
-	all := append([][]call{{{"plan.complete", map[string]any{"plan": "1. a failing test. 2. the change. 3. red, then green."}}}}, p.turns...)
+	all := append(append(slices.Clone(p.before), []call{{"plan.complete", map[string]any{"plan": "1. a failing test. 2. the change. 3. red, then green."}}}), p.turns...)
 	n := 0
 	for _, calls := range all {
 		var evs []provider.Event
@@ -528,4 +531,80 @@ func TestPromptShowsTheProject(t *testing.T) {
 		t.Fatalf("an ignored directory is in the prompt:\n%s", out)
 	}
 	t.Logf("fixture project's system prompt:\n%s", out)
+}
+
+// TestMCPServerFromAddToCommit is an MCP tool in a whole task as a user
+// sets it up: `fluffy mcp add` a Go server built outside the project,
+// the project's policy (the default with that one tool exempted from the
+// MCP review and allowed, as docs/mcp.md shows) trusted with `fluffy
+// policy trust --yes`, then a one-shot strict task that calls the tool,
+// writes a failing test, then the source, and ends in a merged commit.
+func TestMCPServerFromAddToCommit(t *testing.T) {
+	needDocker(t)
+	fluffy := fluffyBin(t)
+	home := shortHome(t)
+	srvDir, err := os.MkdirTemp("", "fluffy-e2e-mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(srvDir) })
+	_ = os.Chmod(srvDir, 0o755)
+	srv := filepath.Join(srvDir, "server")
+	build := exec.Command("go", "build", "-o", srv, "../../host/kernel/testdata/mcpserver")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the MCP server: %v\n%s", err, out)
+	}
+	p := projects()[0] // the Go module
+	if p.name != "go" {
+		t.Fatalf("projects()[0] is %s, want the Go module", p.name)
+	}
+	p.before = [][]call{{{"mcp.greet.echo", map[string]any{"text": "hello from the task"}}}}
+	u := newProject(t, fluffy, home, p)
+	if out, stderr, code := u.run("mcp", "add", "greet", "--", srv); code != 0 {
+		t.Fatalf("mcp add: exit %d\n%s%s", code, out, stderr)
+	}
+	def, err := os.ReadFile("../../policy/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const review = "  - name: mcp-tools-review\n    match: { syscall: \"mcp.*\" }\n"
+	if !strings.Contains(string(def), review) {
+		t.Fatalf("the default policy has no %q", review)
+	}
+	pol := strings.Replace(string(def), review, review+"    except:\n      - { syscall: mcp.greet.echo }\n", 1) +
+		"\n  - name: greet-echo-ok\n    match: { syscall: mcp.greet.echo }\n    action: allow\n"
+	if err := os.MkdirAll(filepath.Join(u.dir, ".fluffy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(u.dir, ".fluffy", "policy.yaml"), []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := u.run("policy", "trust", "--yes"); code != 0 {
+		t.Fatalf("policy trust: exit %d\n%s%s", code, out, stderr)
+	}
+	if out, stderr, code := u.run("policy", "explain", "--syscall", "mcp.greet.echo"); code != 0 || !strings.Contains(out, "greet-echo-ok") {
+		t.Fatalf("policy explain mcp.greet.echo: exit %d, want allowed by greet-echo-ok\n%s%s", code, out, stderr)
+	}
+	cas := filepath.Join(u.dir, ".fluffy", "cassette.jsonl")
+	if err := os.WriteFile(cas, []byte(p.cassette(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := u.run("config", "set", "--project", "providers.replay.cassette", cas); code != 0 {
+		t.Fatalf("config set: exit %d\n%s", code, stderr)
+	}
+	r := u.task("--provider", "replay", "--yes", "--json", p.task)
+	if len(r.tools) == 0 || r.tools[0] != "mcp.greet.echo=" {
+		t.Fatalf("first tool result %q, want a successful mcp.greet.echo\nstderr:\n%s", r.tools, r.stderr)
+	}
+	check(t, u, p, r)
+	// The audit log is read from the project's database, which the
+	// project's kernel holds while it runs.
+	if _, stderr, code := u.run("kernel", "stop"); code != 0 {
+		t.Fatalf("kernel stop: exit %d\n%s", code, stderr)
+	}
+	out, stderr, code := u.run("audit", "log", "--limit", "0", "--json")
+	if code != 0 || !strings.Contains(out, "mcp.greet.echo") {
+		t.Fatalf("audit log: exit %d, want the MCP call in it\n%.2000s%s", code, out, stderr)
+	}
 }
