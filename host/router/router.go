@@ -16,7 +16,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/audit/redact"
-	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/host/toolcall"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/textsafe"
@@ -387,7 +386,8 @@ func (r *Router) dispatch(ctx context.Context, cs *callState) (Dispatched, error
 }
 
 // gate asks the workflow machine, once per path (or once for the tool).
-// A *state.ReviewRequiredError is not a refusal: its reason joins the
+// An error with a Review method (host/state's ReviewRequiredError) is
+// not a refusal: its reason joins the
 // policy's review reasons and the approver decides.
 func (r *Router) gate(cs *callState, paths []pathArg) ([]string, *uerr.Error) {
 	g := cs.sess.Gate
@@ -400,9 +400,10 @@ func (r *Router) gate(cs *callState, paths []pathArg) ([]string, *uerr.Error) {
 		if err == nil {
 			return nil
 		}
-		var rr *state.ReviewRequiredError
+		var rr reviewRequired
 		if errors.As(err, &rr) {
-			reviews = append(reviews, fmt.Sprintf("workflow (%s, %s mode): %s", rr.State, rr.Mode, rr.Reason))
+			st, mode, reason := rr.Review()
+			reviews = append(reviews, fmt.Sprintf("workflow (%s, %s mode): %s", st, mode, reason))
 			return nil
 		}
 		if ue, ok := uerr.As(err); ok {
@@ -419,6 +420,13 @@ func (r *Router) gate(cs *callState, paths []pathArg) ([]string, *uerr.Error) {
 		}
 	}
 	return reviews, nil
+}
+
+// reviewRequired is the gate's "needs a human review" answer, declared
+// here so the router depends on the behaviour, not on host/state.
+type reviewRequired interface {
+	error
+	Review() (state, mode, reason string)
 }
 
 func newCallID() string {

@@ -120,6 +120,13 @@ func (e *ReviewRequiredError) Error() string {
 	return fmt.Sprintf("review required: %s in %s (%s mode): %s", e.Tool, e.State, e.Mode, e.Reason)
 }
 
+// Review names the state, mode and reason as plain strings, so a caller
+// can recognise a review (errors.As with its own interface) without
+// importing this package.
+func (e *ReviewRequiredError) Review() (state, mode, reason string) {
+	return string(e.State), string(e.Mode), e.Reason
+}
+
 // Unwrap gives the structured user error.
 func (e *ReviewRequiredError) Unwrap() error {
 	return uerr.New(CodeReviewRequired, e.Tool+" needs a human review in debug mode", e.Reason, "approve or reject the call")
