@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"github.com/fluffy-waffle/fluffy/host/proposal"
 	"slices"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
@@ -161,13 +162,9 @@ type Ingester interface {
 	Ingest(ctx context.Context, out Output) error
 }
 
-// Output is one call's proposed changes.
-type Output struct {
-	Plugin, Tool, CallID string
-	// Dir is the host directory the changes' artifacts are relative to.
-	Dir     string
-	Changes []tool.FileChange
-}
+// Output is one call's proposed changes; the type lives in host/proposal
+// so the workspace can ingest it without importing the router.
+type Output = proposal.Output
 
 // PolicyEngine judges requests; *policy.Engine implements it. The router
 // reads Policy() on every call, so a hot-reloaded policy applies to the next

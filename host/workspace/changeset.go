@@ -23,7 +23,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/atomicfile"
 	"github.com/fluffy-waffle/fluffy/confine"
-	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/host/proposal"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
@@ -281,7 +281,7 @@ func (s *Session) persist(set []Change, del []string) error {
 // and checked against what the session's view holds now (STALE_FILE when
 // the change was written against other content). It implements
 // router.Ingester; the views show the changes from their next refresh.
-func (s *Session) Ingest(ctx context.Context, out router.Output) error {
+func (s *Session) Ingest(ctx context.Context, out proposal.Output) error {
 	lim := s.o.Limits.withDefaults()
 	if len(out.Changes) == 0 {
 		return nil
