@@ -86,8 +86,7 @@ func Amend(p *Policy, ex []Exemption) (*Amendment, error) {
 	var items []AmendItem
 	for _, e := range ex {
 		req := e.Request
-		if req.Path == "" && !(e.AnyArguments && exactSyscall(req.Syscall)) ||
-			req.Path != "" && (confine.Check(req.Path) != "" || confine.IsRoot(req.Path)) {
+		if !exactlyNamed(e) {
 			return nil, amendErr(fmt.Sprintf("%s cannot be approved \"always\"", req.Syscall),
 				"the policy can name a request exactly only by its file path, and this one has none (or it is the whole project)",
 				"approve it once or for this session")
@@ -170,9 +169,18 @@ func exactGlob(path string) string {
 	return b.String()
 }
 
-// exactSyscall reports whether s names one syscall and no pattern: a
-// rule's syscall match treats "*" as a wildcard.
-func exactSyscall(s string) bool { return s != "" && !strings.Contains(s, "*") }
+// exactlyNamed reports whether a policy item can match e's request and
+// nothing beside it: by its path (a confined path below the project root),
+// or, for a request without one that AnyArguments marks, by its syscall
+// when that names one syscall and no pattern (a rule's syscall match
+// treats "*" as a wildcard).
+func exactlyNamed(e Exemption) bool {
+	if p := e.Request.Path; p != "" {
+		return confine.Check(p) == "" && !confine.IsRoot(p)
+	}
+	s := e.Request.Syscall
+	return e.AnyArguments && s != "" && !strings.Contains(s, "*")
+}
 
 // exceptItem is the canonical match of exactly req: its syscall, its path
 // (when it has one: see Exemption.AnyArguments) and who asked (the plugin,

@@ -6,11 +6,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
-
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/policy/pin"
 	"github.com/fluffy-waffle/fluffy/textsafe"
@@ -120,18 +119,10 @@ func lineDiff(a, b string) string {
 		}
 		return sb.String()
 	}
-	type line struct {
-		op   byte
-		text string
-	}
-	out := make([]line, len(ops))
-	for k, o := range ops {
-		out[k] = line{o.Kind, o.Line}
-	}
 	const ctx = 2
 	near := func(k int) bool {
 		for d := -ctx; d <= ctx; d++ {
-			if k+d >= 0 && k+d < len(out) && out[k+d].op != ' ' {
+			if k+d >= 0 && k+d < len(ops) && ops[k+d].Kind != ' ' {
 				return true
 			}
 		}
@@ -140,8 +131,8 @@ func lineDiff(a, b string) string {
 	var sb strings.Builder
 	skipped := 0
 	changed := false
-	for k, l := range out {
-		if l.op != ' ' {
+	for k, l := range ops {
+		if l.Kind != ' ' {
 			changed = true
 		}
 		if !near(k) {
@@ -152,7 +143,7 @@ func lineDiff(a, b string) string {
 			fmt.Fprintf(&sb, "  … %d unchanged lines\n", skipped)
 			skipped = 0
 		}
-		sb.WriteString(string(l.op) + " " + textsafe.Line(l.text, 300) + "\n")
+		sb.WriteString(string(l.Kind) + " " + textsafe.Line(l.Line, 300) + "\n")
 	}
 	if !changed {
 		return "  (no line differs)\n"

@@ -157,8 +157,8 @@ func mcpServerOf(name string) string {
 // MCP server's bridge: each of its tools is one tool of one server, named
 // exactly by its syscall mcp.SERVER.TOOL.
 func (k *Kernel) mcpBridge(name string) bool {
-	if k == nil || k.Plugins == nil {
-		return false // a kernel without plugins (tests of the review path alone)
+	if k.Plugins == nil {
+		return false // no supervisor, no bridge
 	}
 	spec, ok := k.Plugins.Spec(name)
 	return ok && spec.Manifest == BridgePlugin && strings.HasPrefix(name, mcpconfig.SpecPrefix)

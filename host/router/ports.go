@@ -3,10 +3,10 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"github.com/fluffy-waffle/fluffy/host/proposal"
 	"slices"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/proposal"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/policy"

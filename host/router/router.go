@@ -386,9 +386,9 @@ func (r *Router) dispatch(ctx context.Context, cs *callState) (Dispatched, error
 }
 
 // gate asks the workflow machine, once per path (or once for the tool).
-// An error with a Review method (host/state's ReviewRequiredError) is
-// not a refusal: its reason joins the
-// policy's review reasons and the approver decides.
+// An error with a Review method (host/state's ReviewRequiredError) is not
+// a refusal: its reason joins the policy's review reasons and the
+// approver decides.
 func (r *Router) gate(cs *callState, paths []pathArg) ([]string, *uerr.Error) {
 	g := cs.sess.Gate
 	if g == nil {

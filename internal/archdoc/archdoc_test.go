@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -56,5 +57,32 @@ func TestArchitectureTableMatchesGoList(t *testing.T) {
 	}
 	if len(stale) > 0 {
 		t.Errorf("rows in docs/architecture.md naming no package: %v", stale)
+	}
+}
+
+// TestHostEdgesStayCut: host packages that once imported another for one
+// type or error stay free of it (the consumer declares what it needs).
+func TestHostEdgesStayCut(t *testing.T) {
+	const module = "github.com/fluffy-waffle/fluffy/"
+	for _, c := range []struct{ pkg, notOn, why string }{
+		{"host/router", "host/state", "the router needs only the gate's review answer, not the workflow machine"},
+		{"host/workspace", "host/router", "the workspace ingests a proposal (host/proposal), it does not route calls"},
+	} {
+		t.Run(c.pkg, func(t *testing.T) {
+			cmd := exec.Command("go", "list", "-deps", "./"+c.pkg)
+			cmd.Dir = filepath.Join("..", "..")
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("go list -deps ./%s: %v", c.pkg, err)
+			}
+			deps := strings.Fields(string(out))
+			// The listing must name the package itself, or an empty answer would pass.
+			if !slices.Contains(deps, module+c.pkg) {
+				t.Fatalf("go list -deps does not list %s; the check would prove nothing", c.pkg)
+			}
+			if slices.Contains(deps, module+c.notOn) {
+				t.Errorf("%s depends on %s: %s", c.pkg, c.notOn, c.why)
+			}
+		})
 	}
 }

@@ -25,8 +25,6 @@ type Op struct {
 	Line string
 }
 
-type op = Op
-
 func splitLines(b []byte) []string {
 	if len(b) == 0 {
 		return nil
@@ -47,7 +45,7 @@ func Unified(name string, old, new []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(ops) == 0 || !changed(ops) {
+	if !changed(ops) {
 		return "", nil
 	}
 	return render(name, ops), nil
@@ -71,13 +69,13 @@ func Align(a, b []string) ([]Op, error) {
 	if (len(am)+1)*(len(bm)+1) > MaxCells {
 		return nil, ErrTooLarge
 	}
-	ops := make([]op, 0, len(a)+len(b))
+	ops := make([]Op, 0, len(a)+len(b))
 	for _, l := range a[:pre] {
-		ops = append(ops, op{' ', l})
+		ops = append(ops, Op{' ', l})
 	}
 	ops = append(ops, lcs(am, bm)...)
 	for _, l := range a[len(a)-suf:] {
-		ops = append(ops, op{' ', l})
+		ops = append(ops, Op{' ', l})
 	}
 	return ops, nil
 }
@@ -91,7 +89,7 @@ func changed(ops []Op) bool {
 	return false
 }
 
-func lcs(a, b []string) []op {
+func lcs(a, b []string) []Op {
 	n, m := len(a), len(b)
 	// t[i][j] = LCS length of a[i:], b[j:]
 	t := make([][]int32, n+1)
@@ -107,34 +105,34 @@ func lcs(a, b []string) []op {
 			}
 		}
 	}
-	var ops []op
+	var ops []Op
 	i, j := 0, 0
 	for i < n && j < m {
 		switch {
 		case a[i] == b[j]:
-			ops = append(ops, op{' ', a[i]})
+			ops = append(ops, Op{' ', a[i]})
 			i++
 			j++
 		case t[i+1][j] >= t[i][j+1]:
-			ops = append(ops, op{'-', a[i]})
+			ops = append(ops, Op{'-', a[i]})
 			i++
 		default:
-			ops = append(ops, op{'+', b[j]})
+			ops = append(ops, Op{'+', b[j]})
 			j++
 		}
 	}
 	for ; i < n; i++ {
-		ops = append(ops, op{'-', a[i]})
+		ops = append(ops, Op{'-', a[i]})
 	}
 	for ; j < m; j++ {
-		ops = append(ops, op{'+', b[j]})
+		ops = append(ops, Op{'+', b[j]})
 	}
 	return ops
 }
 
 const context = 3
 
-func render(name string, ops []op) string {
+func render(name string, ops []Op) string {
 	var out strings.Builder
 	fmt.Fprintf(&out, "--- a/%s\n+++ b/%s\n", name, name)
 	// Group changes into hunks with up to `context` lines around them.

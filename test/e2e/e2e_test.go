@@ -305,6 +305,23 @@ func newProject(t *testing.T, fluffy, home string, p project, extraEnv ...string
 	return u
 }
 
+// useCassette writes p's scripted turns to a cassette in the project's
+// .fluffy/ and points provider-replay at it with `fluffy config set`, as
+// a user would.
+func (u user) useCassette(p project) {
+	u.t.Helper()
+	cas := filepath.Join(u.dir, ".fluffy", "cassette.jsonl")
+	if err := os.MkdirAll(filepath.Dir(cas), 0o755); err != nil {
+		u.t.Fatal(err)
+	}
+	if err := os.WriteFile(cas, []byte(p.cassette(u.t)), 0o600); err != nil {
+		u.t.Fatal(err)
+	}
+	if _, stderr, code := u.run("config", "set", "--project", "providers.replay.cassette", cas); code != 0 {
+		u.t.Fatalf("config set: exit %d\n%s", code, stderr)
+	}
+}
+
 // result is what a --json task printed.
 type result struct {
 	code     int
@@ -408,16 +425,7 @@ func TestCommunityLayouts(t *testing.T) {
 				t.Fatalf("the %s project needs %s on the host (.ci/run installs it)", p.name, p.needs)
 			}
 			u := newProject(t, fluffy, home, p)
-			cas := filepath.Join(u.dir, ".fluffy", "cassette.jsonl")
-			if err := os.MkdirAll(filepath.Dir(cas), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(cas, []byte(p.cassette(t)), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if _, stderr, code := u.run("config", "set", "--project", "providers.replay.cassette", cas); code != 0 {
-				t.Fatalf("config set: exit %d\n%s", code, stderr)
-			}
+			u.useCassette(p)
 			check(t, u, p, u.task("--provider", "replay", "--yes", "--json", p.task))
 		})
 	}
@@ -586,13 +594,7 @@ func TestMCPServerFromAddToCommit(t *testing.T) {
 	if out, stderr, code := u.run("policy", "explain", "--syscall", "mcp.greet.echo"); code != 0 || !strings.Contains(out, "greet-echo-ok") {
 		t.Fatalf("policy explain mcp.greet.echo: exit %d, want allowed by greet-echo-ok\n%s%s", code, out, stderr)
 	}
-	cas := filepath.Join(u.dir, ".fluffy", "cassette.jsonl")
-	if err := os.WriteFile(cas, []byte(p.cassette(t)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, stderr, code := u.run("config", "set", "--project", "providers.replay.cassette", cas); code != 0 {
-		t.Fatalf("config set: exit %d\n%s", code, stderr)
-	}
+	u.useCassette(p)
 	r := u.task("--provider", "replay", "--yes", "--json", p.task)
 	if len(r.tools) == 0 || r.tools[0] != "mcp.greet.echo=" {
 		t.Fatalf("first tool result %q, want a successful mcp.greet.echo\nstderr:\n%s", r.tools, r.stderr)
