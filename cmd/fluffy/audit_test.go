@@ -107,7 +107,7 @@ func TestAuditCLIVerifyReportsTamperedDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Badger().Update(func(txn *badger.Txn) error {
+	err = db.Update(func(txn *badger.Txn) error {
 		return txn.Delete(append([]byte("a/r/"), 0, 0, 0, 0, 0, 0, 0, 7))
 	})
 	db.Close()

@@ -151,6 +151,22 @@ func kernelRun(e *env, args []string) error {
 			_ = tasks.Cancel()
 		}()
 	}
+	// A project database that stopped writing on a full disk holds what
+	// it accepted in its log, but this kernel's audit chain and workflow
+	// may be ahead of it: only a new kernel (the next command starts one
+	// once space is freed) goes on. This one exits once its task ended.
+	go func() {
+		select {
+		case <-k.ProjectDB.Full():
+		case <-ctx.Done():
+			return
+		}
+		for tasks != nil && tasks.Running() {
+			time.Sleep(100 * time.Millisecond)
+		}
+		e.log.Error("the project database stopped writing on a full disk; the kernel exits", "error", k.ProjectDB.FullErr())
+		d.Shutdown()
+	}()
 	d.Handle("kernel.status", statusWith(d, map[string]any{"l1": inL1, "sandbox": cfg.String("sandbox"), "version": Version}))
 	e.log.Info("kernel ready", "project", ws, "socket", d.Paths().Socket, "l1", inL1)
 	return d.Serve(ctx)

@@ -44,7 +44,7 @@ func seedChange(t *testing.T, home, project, id, path, content string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Badger().Update(func(txn *badger.Txn) error {
+	if err := db.Update(func(txn *badger.Txn) error {
 		return txn.Set([]byte(store.PrefixChanges+id+"/"+path), b)
 	}); err != nil {
 		t.Fatal(err)

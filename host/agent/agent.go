@@ -183,7 +183,7 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 	retriedContext := false
 	for {
 		if ctx.Err() != nil {
-			return a.cancelled(t)
+			return a.cancelled(ctx, t)
 		}
 		if d, stop := a.limitReached(t); stop {
 			return d
@@ -192,7 +192,7 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 		req, err := a.request(ctx, a.o.Workflow.Status())
 		if err != nil {
 			if ctx.Err() != nil {
-				return a.cancelled(t)
+				return a.cancelled(ctx, t)
 			}
 			return a.failed(err)
 		}
@@ -200,7 +200,7 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 		res, err := a.stream(ctx, t, req)
 		if err != nil {
 			if ctx.Err() != nil {
-				return a.cancelled(t)
+				return a.cancelled(ctx, t)
 			}
 			if (uerr.HasCode(err, provider.CodeContextLength) || uerr.HasPluginCode(err, provider.CodeContextLength)) && !retriedContext {
 				retriedContext = true
@@ -222,7 +222,7 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 				wait := min(max(ri.After, time.Second), 30*time.Second)
 				select {
 				case <-ctx.Done():
-					return a.cancelled(t)
+					return a.cancelled(ctx, t)
 				case <-time.After(wait):
 				}
 				t.turn--
@@ -271,7 +271,7 @@ func (a *Agent) loop(ctx context.Context, t *taskRun, task string) DoneEvent {
 		t.newChange = false
 		stop := a.runCalls(ctx, t, res.ToolCalls)
 		if ctx.Err() != nil {
-			return a.cancelled(t)
+			return a.cancelled(ctx, t)
 		}
 		progressed := a.observeState(t) || t.newChange
 		if stop == "" {
@@ -311,7 +311,7 @@ func (a *Agent) maybeFinish(ctx context.Context, t *taskRun) (DoneEvent, bool) {
 	a.observeState(t)
 	if err != nil {
 		if ctx.Err() != nil {
-			return a.cancelled(t), true
+			return a.cancelled(ctx, t), true
 		}
 		return a.failed(err), true
 	}
@@ -354,7 +354,18 @@ func (a *Agent) failed(err error) DoneEvent {
 	return DoneEvent{Status: StatusFailed, Reason: reason}
 }
 
-func (a *Agent) cancelled(t *taskRun) DoneEvent {
+// cancelled ends a task whose context ended. A context cancelled with a
+// structured cause (the kernel stopping a task it cannot go on with, such
+// as its database refusing writes on a full disk) fails with that cause;
+// any other is the user's cancel.
+func (a *Agent) cancelled(ctx context.Context, t *taskRun) DoneEvent {
+	if cause := context.Cause(ctx); cause != nil {
+		if _, ok := uerr.As(cause); ok {
+			d := a.failed(cause)
+			d.Summary = textsafe.Cap(t.lastText, 1000)
+			return d
+		}
+	}
 	return DoneEvent{Status: StatusCancelled, Reason: "cancelled by the user", Summary: textsafe.Cap(t.lastText, 1000)}
 }
 

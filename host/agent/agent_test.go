@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -412,6 +413,54 @@ func TestCancelEndsWithinASecond(t *testing.T) {
 	}
 	if d := time.Since(start) - 300*time.Millisecond; d > time.Second {
 		t.Fatalf("cancellation took %s", d)
+	}
+}
+
+// TestCancelWithCause: a task whose context the kernel cancels with a
+// structured cause (its database refusing writes on a full disk) fails
+// with that error, shown to the user; a plain cancel, or one whose cause
+// is not structured, stays the user's cancel.
+func TestCancelWithCause(t *testing.T) {
+	full := uerr.New("DISK_FULL", "the disk is nearly full", "1 MiB free", "free space, then `fluffy session resume`")
+	for _, tc := range []struct {
+		name   string
+		cause  error
+		status string
+		code   string
+	}{
+		{"structured cause", full, StatusFailed, "DISK_FULL"},
+		{"plain cancel", nil, StatusCancelled, ""},
+		{"unstructured cause", errors.New("gone"), StatusCancelled, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &scripted{delay: 50 * time.Millisecond, turns: []func(provider.ChatRequest) []provider.Event{
+				func(provider.ChatRequest) []provider.Event {
+					var evs []provider.Event
+					for range 1000 {
+						evs = append(evs, provider.Event{TextDelta: "word "})
+					}
+					return append(evs, provider.Event{Done: &provider.Done{StopReason: provider.StopEndTurn}})
+				},
+			}}
+			a, _, _, rec := newTestAgent(m, nil)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			time.AfterFunc(200*time.Millisecond, func() { cancel(tc.cause) })
+			done := a.Run(ctx, "talk")
+			if done.Status != tc.status {
+				t.Fatalf("done = %+v, want status %s", done, tc.status)
+			}
+			var code string
+			rec.mu.Lock()
+			for _, ev := range rec.evs {
+				if ev.Type == EventError && ev.Error != nil {
+					code = ev.Error.Code
+				}
+			}
+			rec.mu.Unlock()
+			if code != tc.code || (tc.code != "" && !strings.Contains(done.Reason, "nearly full")) {
+				t.Fatalf("error event code %q, reason %q; want code %q", code, done.Reason, tc.code)
+			}
+		})
 	}
 }
 

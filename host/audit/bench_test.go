@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	badger "github.com/dgraph-io/badger/v4"
+
 	"github.com/fluffy-waffle/fluffy/host/audit/redact"
 	"github.com/fluffy-waffle/fluffy/host/store"
 )
@@ -65,21 +67,18 @@ func BenchmarkBaselineWriteBatch(b *testing.B) {
 	r, _ := (&Log{red: nil}).buildForBench(benchEvent(EventToolExecute))
 	val := seal(&r, nil)
 	b.ResetTimer()
-	wb := db.Badger().NewWriteBatch()
-	for i := 0; i < b.N; i++ {
-		k := binary.BigEndian.AppendUint64([]byte(prefixRecord), uint64(i+1))
-		if err := wb.Set(k, val); err != nil {
+	for from := 0; from < b.N; from += 100 {
+		err := db.WriteBatch(func(wb *badger.WriteBatch) error {
+			for i := from; i < min(from+100, b.N); i++ {
+				if err := wb.Set(binary.BigEndian.AppendUint64([]byte(prefixRecord), uint64(i+1)), val); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			b.Fatal(err)
 		}
-		if (i+1)%100 == 0 {
-			if err := wb.Flush(); err != nil {
-				b.Fatal(err)
-			}
-			wb = db.Badger().NewWriteBatch()
-		}
-	}
-	if err := wb.Flush(); err != nil {
-		b.Fatal(err)
 	}
 	b.StopTimer()
 	reportRate(b, int64(b.N))
@@ -152,9 +151,7 @@ func BenchmarkBaselineSyncedTxn16(b *testing.B) {
 				if id > uint64(b.N) {
 					return
 				}
-				wb := db.Badger().NewWriteBatch()
-				_ = wb.Set(recKey(id), val)
-				if err := wb.Flush(); err != nil {
+				if err := db.WriteBatch(func(wb *badger.WriteBatch) error { return wb.Set(recKey(id), val) }); err != nil {
 					b.Error(err)
 					return
 				}

@@ -60,7 +60,7 @@ func withBadger(t *testing.T, dir string, f func(txn *badger.Txn) error) {
 		t.Fatalf("open store: %v", err)
 	}
 	defer db.Close()
-	if err := db.Badger().Update(f); err != nil {
+	if err := db.Update(f); err != nil {
 		t.Fatalf("tamper: %v", err)
 	}
 }

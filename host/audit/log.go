@@ -60,7 +60,6 @@ type Options struct {
 // Log is the audit log. All methods are safe for concurrent use.
 type Log struct {
 	db     *store.DB
-	bdb    *badger.DB
 	owned  bool
 	o      Options
 	log    hclog.Logger
@@ -139,7 +138,6 @@ func Open(ctx context.Context, o Options) (*Log, error) {
 		}
 		l.db, l.owned = db, true
 	}
-	l.bdb = l.db.Badger()
 	if err := l.loadHead(); err != nil {
 		l.closeStore()
 		return nil, err
@@ -198,7 +196,7 @@ func (l *Log) StartupReport() Report { return l.startup }
 
 // loadHead finds the newest record to continue the chain from it.
 func (l *Log) loadHead() error {
-	err := l.bdb.View(func(txn *badger.Txn) error {
+	err := l.db.View(func(txn *badger.Txn) error {
 		h, hok, err := readHorizon(txn)
 		if err != nil {
 			return err
@@ -467,17 +465,18 @@ func (l *Log) flushOnce() bool {
 }
 
 func (l *Log) write(b *batch) error {
-	wb := l.bdb.NewWriteBatch()
-	defer wb.Cancel()
-	for i, k := range b.keys {
-		if err := wb.Set(k, b.vals[i]); err != nil {
-			return fmt.Errorf("write audit record: %w", err)
+	err := l.db.WriteBatch(func(wb *badger.WriteBatch) error {
+		for i, k := range b.keys {
+			if err := wb.Set(k, b.vals[i]); err != nil {
+				return fmt.Errorf("write audit record: %w", err)
+			}
 		}
-	}
-	if err := wb.Set([]byte(keyHead), encodeMark(b.lastID, b.lastHash)); err != nil {
-		return fmt.Errorf("write audit head: %w", err)
-	}
-	if err := wb.Flush(); err != nil {
+		if err := wb.Set([]byte(keyHead), encodeMark(b.lastID, b.lastHash)); err != nil {
+			return fmt.Errorf("write audit head: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("write audit batch ending at %d: %w", b.lastID, err)
 	}
 	if b.sync {

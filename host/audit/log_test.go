@@ -104,7 +104,7 @@ func TestAppendRedactsAndTruncates(t *testing.T) {
 func TestBufferedEventsFlushByCountTimerAndClose(t *testing.T) {
 	countStored := func(l *Log) int {
 		n := 0
-		_ = l.bdb.View(func(txn *badger.Txn) error {
+		_ = l.db.View(func(txn *badger.Txn) error {
 			io := badger.DefaultIteratorOptions
 			io.Prefix = []byte(prefixRecord)
 			it := txn.NewIterator(io)

@@ -51,7 +51,7 @@ func (l *Log) Query(ctx context.Context, f Filter) ([]Record, error) {
 		return nil, err
 	}
 	var out []Record
-	err := l.bdb.View(func(txn *badger.Txn) error {
+	err := l.db.View(func(txn *badger.Txn) error {
 		io := badger.DefaultIteratorOptions
 		io.Prefix, io.Reverse = []byte(prefixRecord), f.Newest
 		it := txn.NewIterator(io)
@@ -124,7 +124,7 @@ func (l *Log) Export(ctx context.Context, w io.Writer) (int, error) {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	enc := json.NewEncoder(bw)
 	n := 0
-	err := l.bdb.View(func(txn *badger.Txn) error {
+	err := l.db.View(func(txn *badger.Txn) error {
 		h := exportHeader{Format: 1, ExportedAt: l.o.Clock.Now().UnixMilli()}
 		if m, ok, err := readHorizon(txn); err != nil {
 			return err
@@ -193,7 +193,7 @@ func (l *Log) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	s := Stats{ByType: map[EventType]uint64{}}
-	err := l.bdb.View(func(txn *badger.Txn) error {
+	err := l.db.View(func(txn *badger.Txn) error {
 		if m, ok, err := readHorizon(txn); err != nil {
 			return err
 		} else if ok {

@@ -201,7 +201,7 @@ func (l *Log) recordRemovals(ctx context.Context, rms []Removal) error {
 func (l *Log) usage(ctx context.Context) (int64, uint64, error) {
 	var total int64
 	var last uint64
-	err := l.bdb.View(func(txn *badger.Txn) error {
+	err := l.db.View(func(txn *badger.Txn) error {
 		io := badger.DefaultIteratorOptions
 		io.Prefix, io.PrefetchValues = []byte(prefixRecord), false
 		it := txn.NewIterator(io)
@@ -233,7 +233,7 @@ func (l *Log) removeLeading(ctx context.Context, reason string, pred func(*Recor
 	rm := Removal{Reason: reason}
 	var keys [][]byte
 	var lastHash Hash
-	err := l.bdb.View(func(txn *badger.Txn) error {
+	err := l.db.View(func(txn *badger.Txn) error {
 		io := badger.DefaultIteratorOptions
 		io.Prefix = []byte(prefixRecord)
 		it := txn.NewIterator(io)
@@ -271,21 +271,22 @@ func (l *Log) removeLeading(ctx context.Context, reason string, pred func(*Recor
 		return rm, err
 	}
 	rm.LastHash = lastHash
-	wb := l.bdb.NewWriteBatch()
-	defer wb.Cancel()
-	for _, k := range keys {
-		if err := wb.Delete(k); err != nil {
-			return rm, fmt.Errorf("delete old audit records: %w", err)
+	err = l.db.WriteBatch(func(wb *badger.WriteBatch) error {
+		for _, k := range keys {
+			if err := wb.Delete(k); err != nil {
+				return fmt.Errorf("delete old audit records: %w", err)
+			}
+			id := binary.BigEndian.Uint64(k[len(prefixRecord):])
+			if err := wb.Delete(segKey(id)); err != nil {
+				return fmt.Errorf("delete old audit records: %w", err)
+			}
 		}
-		id := binary.BigEndian.Uint64(k[len(prefixRecord):])
-		if err := wb.Delete(segKey(id)); err != nil {
-			return rm, fmt.Errorf("delete old audit records: %w", err)
+		if err := wb.Set([]byte(keyHorizon), encodeMark(rm.ToID+1, lastHash)); err != nil {
+			return fmt.Errorf("move audit horizon: %w", err)
 		}
-	}
-	if err := wb.Set([]byte(keyHorizon), encodeMark(rm.ToID+1, lastHash)); err != nil {
-		return rm, fmt.Errorf("move audit horizon: %w", err)
-	}
-	if err := wb.Flush(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return rm, fmt.Errorf("delete old audit records %d..%d: %w", rm.FromID, rm.ToID, err)
 	}
 	if err := l.db.Sync(); err != nil {

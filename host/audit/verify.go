@@ -283,7 +283,7 @@ func (l *Log) Verify(ctx context.Context, all bool) (Report, error) {
 func (l *Log) verifyAll(ctx context.Context) (Report, error) {
 	rep := Report{All: true}
 	v := &verifier{rep: &rep}
-	err := l.bdb.View(func(txn *badger.Txn) error {
+	err := l.db.View(func(txn *badger.Txn) error {
 		h, ok, err := readHorizon(txn)
 		if err != nil {
 			return err
@@ -310,7 +310,7 @@ func (l *Log) verifyAll(ctx context.Context) (Report, error) {
 func (l *Log) verifyTail(ctx context.Context) (Report, error) {
 	rep := Report{}
 	v := &verifier{rep: &rep}
-	err := l.bdb.View(func(txn *badger.Txn) error {
+	err := l.db.View(func(txn *badger.Txn) error {
 		last, _, ok, err := lastRecord(txn)
 		if err != nil || !ok {
 			return err

@@ -200,8 +200,22 @@ func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)
 	if strings.TrimSpace(req.Prompt) == "" {
 		return agent.DoneEvent{}, uerr.New("TASK_EMPTY", "the task is empty", "fluffy needs a sentence saying what to change", `run e.g. fluffy "add error handling to parseConfig"`)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	if err := t.k.ProjectDB.FullErr(); err != nil {
+		return agent.DoneEvent{}, err
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	cancel := func() { stop(nil) }
 	defer cancel()
+	// A project database that stops writing on a full disk ends the task
+	// with its DISK_FULL error: nothing the task does from then on could
+	// be recorded (audit, workflow state, changeset).
+	go func() {
+		select {
+		case <-t.k.ProjectDB.Full():
+			stop(t.k.ProjectDB.FullErr())
+		case <-ctx.Done():
+		}
+	}()
 	t.mu.Lock()
 	if t.running {
 		t.mu.Unlock()

@@ -99,7 +99,7 @@ func (m *Merger) save(op *Operation, sync bool) error {
 	if err != nil {
 		return err
 	}
-	if err := m.o.DB.Badger().Update(func(txn *badger.Txn) error { return txn.Set(opKey(op.ID), b) }); err != nil {
+	if err := m.o.DB.Update(func(txn *badger.Txn) error { return txn.Set(opKey(op.ID), b) }); err != nil {
 		return uerr.Wrap(err, CodeApply, "cannot write the merge log", err.Error(), "check free disk space in the project's .fluffy directory")
 	}
 	if sync {
@@ -180,7 +180,7 @@ func (m *Merger) Resume(ctx context.Context) ([]*Operation, error) {
 // unfinished), oldest first.
 func (m *Merger) Operations(unfinished bool) ([]*Operation, error) {
 	var ops []*Operation
-	err := m.o.DB.Badger().View(func(txn *badger.Txn) error {
+	err := m.o.DB.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(store.PrefixMerge), PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {

@@ -35,7 +35,7 @@ func TestRegistryHashIsTheAuthority(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			reg := New(db.Badger(), Options{Home: t.TempDir()})
+			reg := New(db, Options{Home: t.TempDir()})
 			src := filepath.Join(t.TempDir(), "minimal")
 			copyTree(t, "../../manifests/testdata/valid/minimal", src)
 			rec, err := reg.Install(ctx, src, InstallOptions{Yes: true})

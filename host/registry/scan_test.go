@@ -42,7 +42,7 @@ func TestScanDiscoversAndRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	reg := New(db.Badger(), Options{Home: t.TempDir()})
+	reg := New(db, Options{Home: t.TempDir()})
 
 	dir := t.TempDir()
 	copyTree(t, "../../manifests/testdata/valid/tool-fs", filepath.Join(dir, "tool-fs"))
@@ -110,7 +110,7 @@ func TestScanOfBuiltinDirKeepsCoreTag(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	reg := New(db.Badger(), Options{Home: t.TempDir()})
+	reg := New(db, Options{Home: t.TempDir()})
 	dir := t.TempDir()
 	copyTree(t, "../../manifests/testdata/valid/tool-fs", filepath.Join(dir, "tool-fs"))
 	if _, err := reg.Scan(ctx, dir, []string{dir}); err != nil {
@@ -132,7 +132,7 @@ func TestRescanRemembersOnlyWhatItHashed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	reg := New(db.Badger(), Options{Home: t.TempDir()})
+	reg := New(db, Options{Home: t.TempDir()})
 	dir := t.TempDir()
 	copyTree(t, "../../manifests/testdata/valid/minimal", filepath.Join(dir, "minimal"))
 	if _, err := reg.Scan(ctx, dir, nil); err != nil {

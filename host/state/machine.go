@@ -13,7 +13,6 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/textsafe"
 
-	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/go-hclog"
 	"github.com/looplab/fsm"
 
@@ -107,7 +106,7 @@ type Options struct {
 // Manager owns the workflow machines of one project's sessions.
 type Manager struct {
 	o      Options
-	db     *badger.DB
+	db     *store.DB
 	rules  *Rules
 	budget *Budget
 	log    hclog.Logger
@@ -131,7 +130,7 @@ func NewManager(o Options) (*Manager, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Manager{o: o, db: o.DB.Badger(), rules: o.Rules, budget: NewBudget(o.Project, o.Rules.Debt(), o.Now),
+	return &Manager{o: o, db: o.DB, rules: o.Rules, budget: NewBudget(o.Project, o.Rules.Debt(), o.Now),
 		log: o.Logger.Named("state"), open: map[string]*Machine{}}, nil
 }
 

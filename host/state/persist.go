@@ -156,7 +156,7 @@ type chain struct {
 // loadChain reads and verifies a session's chain from its newest segment
 // start. A damaged or relinked record is a break: the records before it
 // are still used.
-func loadChain(db *badger.DB, id string) (chain, error) {
+func loadChain(db *store.DB, id string) (chain, error) {
 	var c chain
 	type raw struct {
 		seq uint64
@@ -234,7 +234,7 @@ func parse(val []byte) (record, bool) {
 }
 
 // putRecord stores a sealed record and the latest-session mark.
-func putRecord(db *badger.DB, id string, seq uint64, val []byte) error {
+func putRecord(db *store.DB, id string, seq uint64, val []byte) error {
 	err := db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(recordKey(id, seq), val); err != nil {
 			return err
@@ -249,7 +249,7 @@ func putRecord(db *badger.DB, id string, seq uint64, val []byte) error {
 
 // dropRecord removes a record whose audit record could not be written: a
 // transition that is not audited did not happen.
-func dropRecord(db *badger.DB, id string, seq uint64, prevLatest []byte) error {
+func dropRecord(db *store.DB, id string, seq uint64, prevLatest []byte) error {
 	return db.Update(func(txn *badger.Txn) error {
 		if err := txn.Delete(recordKey(id, seq)); err != nil {
 			return err
@@ -261,7 +261,7 @@ func dropRecord(db *badger.DB, id string, seq uint64, prevLatest []byte) error {
 	})
 }
 
-func readLatest(db *badger.DB) (string, bool, error) {
+func readLatest(db *store.DB) (string, bool, error) {
 	var id string
 	err := db.View(func(txn *badger.Txn) error {
 		it, err := txn.Get([]byte(keyLatest))
@@ -298,7 +298,7 @@ type HistoryEntry struct {
 
 // readHistory returns up to limit newest entries (all when limit <= 0),
 // oldest first. Damaged records are skipped (verification reports them).
-func readHistory(db *badger.DB, id string, limit int) ([]HistoryEntry, error) {
+func readHistory(db *store.DB, id string, limit int) ([]HistoryEntry, error) {
 	var out []HistoryEntry
 	err := db.View(func(txn *badger.Txn) error {
 		io := badger.DefaultIteratorOptions

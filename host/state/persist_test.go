@@ -233,7 +233,7 @@ func TestBrokenChainResumesSafe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Badger().Update(func(txn *badger.Txn) error {
+	err = db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(recordKey("s", 4))
 		if err != nil {
 			return err

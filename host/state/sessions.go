@@ -52,7 +52,7 @@ func (s Session) Archived() bool { return !s.ArchivedAt.IsZero() }
 
 // Sessions stores sessions in the project database under store.PrefixSession.
 type Sessions struct {
-	db  *badger.DB
+	db  *store.DB
 	now func() time.Time
 }
 
@@ -61,7 +61,7 @@ func NewSessions(db *store.DB, now func() time.Time) *Sessions {
 	if now == nil {
 		now = time.Now
 	}
-	return &Sessions{db: db.Badger(), now: now}
+	return &Sessions{db: db, now: now}
 }
 
 func sessionKey(id string) []byte { return []byte(store.PrefixSession + id) }

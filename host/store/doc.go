@@ -10,6 +10,13 @@
 // names. Shared is a database that several processes use in turn, each
 // opening it per operation under a bounded wait (the home database).
 //
+// Writes go through DB.Update and DB.WriteBatch only (there is no badger
+// handle to write past them): a disk guard refuses them with DISK_FULL
+// once the file system has less than Reserve free, because badger writes
+// through memory maps of sparse files and a full disk is a SIGBUS, not an
+// error. Close on such a disk leaves badger unflushed (its log is replayed
+// at the next open). See docs/decisions/disk-guard.md.
+//
 // Several packages keep their data in this one database, each under its own
 // key prefix (see the Prefix constants): host/audit, host/state (sessions and
 // the workflow machine), host/registry. store never interprets their keys or

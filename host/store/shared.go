@@ -48,8 +48,12 @@ type SharedOptions struct {
 type Shared struct {
 	o SharedOptions
 
-	mu    sync.Mutex
-	db    *DB
+	mu sync.Mutex
+	db *DB
+	// lost is the DISK_FULL error of a database this process had to leave
+	// unflushed on a full disk: badger keeps its directory locked until
+	// the process exits, so it is not opened again.
+	lost  error
 	refs  int
 	gen   uint64 // counts releases, so a stale linger timer does nothing
 	timer *time.Timer
@@ -79,6 +83,9 @@ func (s *Shared) Dir() string { return s.o.Dir }
 func (s *Shared) Acquire(ctx context.Context) (*DB, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.lost != nil {
+		return nil, nil, s.lost
+	}
 	if s.db == nil {
 		db, err := s.openWait(ctx)
 		if err != nil {
@@ -124,8 +131,13 @@ func (s *Shared) closeLocked() {
 	if s.db == nil {
 		return
 	}
-	if err := s.db.Close(); err != nil && s.o.Logger != nil {
-		s.o.Logger.Warn("closing the shared database failed", "dir", s.o.Dir, "error", err)
+	if err := s.db.Close(); err != nil {
+		if uerr.HasCode(err, CodeDiskFull) {
+			s.lost = err
+		}
+		if s.o.Logger != nil {
+			s.o.Logger.Warn("closing the shared database failed", "dir", s.o.Dir, "error", err)
+		}
 	}
 	s.db = nil
 }
@@ -193,7 +205,7 @@ func (s *Shared) View(fn func(*badger.Txn) error) error {
 		return err
 	}
 	defer release()
-	return db.bdb.View(fn)
+	return db.View(fn)
 }
 
 // Update runs fn in a read-write transaction of the database.
@@ -203,7 +215,7 @@ func (s *Shared) Update(fn func(*badger.Txn) error) error {
 		return err
 	}
 	defer release()
-	return db.bdb.Update(fn)
+	return db.Update(fn)
 }
 
 // Sync forces the writes so far to stable storage. A database this process

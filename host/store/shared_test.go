@@ -302,7 +302,7 @@ func TestSharedKeepsTablesFew(t *testing.T) {
 	}
 	defer db.Close()
 	n := 0
-	_ = db.Badger().View(func(txn *badger.Txn) error {
+	_ = db.View(func(txn *badger.Txn) error {
 		for i := range ops {
 			if _, err := txn.Get(sharedKey(0, i)); err == nil {
 				n++

@@ -94,19 +94,74 @@ type Recovery struct {
 	At time.Time
 }
 
-// DB is an open project database.
+// DB is an open project database. Its writes go through Update and
+// WriteBatch, which refuse them with DISK_FULL once the file system has
+// less than Reserve free (see guard); reads go through View.
 type DB struct {
-	bdb      *badger.DB
-	dir      string
-	log      hclog.Logger
-	recovery *Recovery
-	holder   bool     // this process wrote the holder record
-	lock     *os.File // the lock file beside the directory (lockDir)
+	bdb       *badger.DB
+	dir       string
+	log       hclog.Logger
+	recovery  *Recovery
+	holder    bool     // this process wrote the holder record
+	lock      *os.File // the lock file beside the directory (lockDir)
+	guard     *guard   // nil when read-only
+	abandoned bool     // Close left badger open on a full disk
 }
 
-// Badger returns the underlying badger handle. Callers use their own key
-// prefix only.
-func (db *DB) Badger() *badger.DB { return db.bdb }
+// View runs fn in a read transaction. Reads go on after the disk filled.
+func (db *DB) View(fn func(*badger.Txn) error) error { return db.bdb.View(fn) }
+
+// Update runs fn in a read-write transaction, unless the disk is nearly
+// full: then nothing runs and the error is DISK_FULL.
+func (db *DB) Update(fn func(*badger.Txn) error) error {
+	if err := db.admit(); err != nil {
+		return err
+	}
+	return db.bdb.Update(fn)
+}
+
+// WriteBatch runs fn with a write batch and flushes it, unless the disk is
+// nearly full: then nothing runs and the error is DISK_FULL. A batch
+// larger than one transaction commits in parts, so a failure of Flush may
+// leave some of it written.
+func (db *DB) WriteBatch(fn func(*badger.WriteBatch) error) error {
+	if err := db.admit(); err != nil {
+		return err
+	}
+	wb := db.bdb.NewWriteBatch()
+	defer wb.Cancel()
+	if err := fn(wb); err != nil {
+		return err
+	}
+	return wb.Flush()
+}
+
+func (db *DB) admit() error {
+	if db.guard == nil {
+		return nil // read-only: badger refuses the write itself
+	}
+	return db.guard.admit()
+}
+
+// Full is closed once the database refused a write because the disk is
+// nearly full; from then on it refuses every write, and the process must
+// reopen it (after space is freed) to write again. A read-only database's
+// never closes.
+func (db *DB) Full() <-chan struct{} {
+	if db == nil || db.guard == nil {
+		return nil
+	}
+	return db.guard.full
+}
+
+// FullErr is the DISK_FULL error the database refused its first write
+// with, nil while it writes.
+func (db *DB) FullErr() error {
+	if db == nil || db.guard == nil {
+		return nil
+	}
+	return db.guard.err()
+}
 
 // Dir is the database directory.
 func (db *DB) Dir() string { return db.dir }
@@ -115,7 +170,8 @@ func (db *DB) Dir() string { return db.dir }
 func (db *DB) Recovery() *Recovery { return db.recovery }
 
 // Sync forces every write so far to stable storage (the memtable WAL and the
-// value log).
+// value log). It writes no page that was not written before, so it runs on
+// a full disk too.
 func (db *DB) Sync() error {
 	if err := db.bdb.Sync(); err != nil {
 		return fmt.Errorf("sync database %s: %w", db.dir, err)
@@ -125,10 +181,29 @@ func (db *DB) Sync() error {
 
 // Close flushes and closes the database. The holder record goes first,
 // while the lock is still held, so it never names a process that let go.
+//
+// Closing flushes the memtable into a new table (and compacts level 0 for
+// OpenOften), written through a map: on a file system without the reserve
+// free that is a SIGBUS. Then Close only syncs the write-ahead log (the
+// next open replays it) and leaves badger open; its directory lock stays
+// held until this process exits, so neither this process nor another
+// opens the database meanwhile, and the error is DISK_FULL.
 func (db *DB) Close() error {
+	if db.abandoned {
+		return db.guard.err()
+	}
 	if db.holder {
 		removeHolder(db.dir)
 		db.holder = false
+	}
+	if db.guard != nil && !db.guard.room() {
+		_ = db.guard.admit()
+		_ = db.bdb.Sync()
+		db.abandoned = true
+		unlockDir(db.lock)
+		db.lock = nil
+		db.log.Error("the disk is nearly full: the database is left unflushed until this process exits", "dir", db.dir, "error", db.guard.err())
+		return db.guard.err()
 	}
 	err := db.bdb.Close()
 	unlockDir(db.lock)
@@ -218,6 +293,11 @@ func Open(ctx context.Context, o Options) (*DB, error) {
 // open is Open once the lock file is held.
 func open(ctx context.Context, o Options) (*DB, error) {
 	bo := badgerOptions(o)
+	if !o.ReadOnly {
+		if err := ensureRoom(o.Dir, o.Label, Reserve(bo)); err != nil {
+			return nil, err
+		}
+	}
 	cerr, aerr := check(o.Dir, bo)
 	if aerr != nil {
 		return nil, classifyOpenError(o.Dir, o.Label, aerr)
@@ -247,6 +327,7 @@ func open(ctx context.Context, o Options) (*DB, error) {
 // opened records this process as the holder of a writable database.
 func opened(db *DB, o Options) *DB {
 	if !o.ReadOnly {
+		db.guard = newGuard(o.Dir, o.Label, Reserve(badgerOptions(o)))
 		writeHolder(db.dir, o.Holder, o.Now)
 		db.holder = true
 	}

@@ -23,7 +23,7 @@ func session(t *testing.T, dir string, from, n int) {
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	err = db.Badger().Update(func(txn *badger.Txn) error {
+	err = db.Update(func(txn *badger.Txn) error {
 		for i := from; i < from+n; i++ {
 			if err := txn.Set(key(i), []byte(strings.Repeat("v", 100)+fmt.Sprint(i))); err != nil {
 				return err
@@ -44,7 +44,7 @@ func key(i int) []byte { return []byte(fmt.Sprintf("t/%06d", i)) }
 func present(t *testing.T, db *DB, from, n int) int {
 	t.Helper()
 	got := 0
-	_ = db.Badger().View(func(txn *badger.Txn) error {
+	_ = db.View(func(txn *badger.Txn) error {
 		for i := from; i < from+n; i++ {
 			if _, err := txn.Get(key(i)); err == nil {
 				got++
@@ -181,7 +181,7 @@ func TestDamagedFiles(t *testing.T) {
 				t.Fatalf("%d of 300 keys kept, want at least %d", n, c.keep)
 			}
 			// The database is usable.
-			if err := db.Badger().Update(func(txn *badger.Txn) error { return txn.Set([]byte("after"), []byte("x")) }); err != nil {
+			if err := db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("after"), []byte("x")) }); err != nil {
 				t.Fatalf("write after recovery: %v", err)
 			}
 		})

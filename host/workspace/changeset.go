@@ -148,7 +148,7 @@ func (s *Session) loadChanges() error {
 	var lost []string
 	if s.o.DB != nil {
 		prefix := s.changeKey("")
-		err := s.o.DB.Badger().View(func(txn *badger.Txn) error {
+		err := s.o.DB.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
 			defer it.Close()
 			for it.Rewind(); it.Valid(); it.Next() {
@@ -253,7 +253,7 @@ func (s *Session) persist(set []Change, del []string) error {
 	if s.o.DB == nil {
 		return nil
 	}
-	err := s.o.DB.Badger().Update(func(txn *badger.Txn) error {
+	err := s.o.DB.Update(func(txn *badger.Txn) error {
 		for _, c := range set {
 			b, err := json.Marshal(c)
 			if err != nil {
@@ -715,7 +715,7 @@ func bound(s string) string {
 func SavedChanges(db *store.DB, id string) (int, error) {
 	prefix := []byte(store.PrefixChanges + id + "/")
 	n := 0
-	err := db.Badger().View(func(txn *badger.Txn) error {
+	err := db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -736,7 +736,7 @@ func SavedChanges(db *store.DB, id string) (int, error) {
 func DropSavedChanges(db *store.DB, home, project, id string) ([]string, error) {
 	prefix := []byte(store.PrefixChanges + id + "/")
 	var paths []string
-	err := db.Badger().Update(func(txn *badger.Txn) error {
+	err := db.Update(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		var keys [][]byte
 		for it.Rewind(); it.Valid(); it.Next() {

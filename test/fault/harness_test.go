@@ -153,6 +153,13 @@ type user struct {
 // home, with the fake provider playing script.
 func newUser(t *testing.T, script [][]provider.Event, extraEnv ...string) *user {
 	t.Helper()
+	return newUserOn(t, nil, script, extraEnv...)
+}
+
+// newUserOn is newUser with the project directory prepared by mount
+// (nil: none) before anything is written into it.
+func newUserOn(t *testing.T, mount func(dir string), script [][]provider.Event, extraEnv ...string) *user {
+	t.Helper()
 	// Two faults at a time (-parallel is GOMAXPROCS): most of a fault is
 	// waiting on containers, and each has its own home and project.
 	t.Parallel()
@@ -164,6 +171,9 @@ func newUser(t *testing.T, script [][]provider.Event, extraEnv ...string) *user 
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	if mount != nil {
+		mount(dir)
+	}
 	for name, content := range baseFiles {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
