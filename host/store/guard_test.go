@@ -52,25 +52,22 @@ func guardKey(i int) []byte { return fmt.Appendf(nil, "t/%06d", i) }
 func TestDiskGuard(t *testing.T) {
 	needRoot(t)
 	for _, tc := range []struct {
-		name      string
-		freeFirst bool // space is freed before Close
+		name string
+		cs   string // what the child does: see TestDiskGuardChild
 	}{
-		{"closed after space is freed", true},
-		{"closed on the full disk", false},
+		{"closed after space is freed", "freed"},
+		{"closed on the full disk", "full"},
+		{"shared database closed on the full disk", "shared"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mnt := t.TempDir()
 			size := cliReserve() + 24<<20
 			mountTmpfs(t, mnt, size)
-			cs := "full"
-			if tc.freeFirst {
-				cs = "freed"
-			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestDiskGuardChild$", "-test.v")
-			cmd.Env = append(os.Environ(), guardChildEnv+"="+cs+" "+mnt)
+			cmd.Env = append(os.Environ(), guardChildEnv+"="+tc.cs+" "+mnt)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("the process that filled the disk failed (%v): a SIGBUS here is badger writing a page the full disk cannot back\n%s", err, tail(out))
+				t.Fatalf("the process that filled the disk failed (%v; a SIGBUS is badger writing a page the full disk cannot back):\n%s", err, tail(out))
 			}
 			m := regexp.MustCompile(`acked=(\d+)`).FindSubmatch(out)
 			if m == nil {
@@ -121,6 +118,10 @@ func TestDiskGuardChild(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := filepath.Join(mnt, "db")
+	if cs == "shared" {
+		sharedChild(t, mnt, dir)
+		return
+	}
 	db, err := Open(ctx, Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +194,42 @@ func TestDiskGuardChild(t *testing.T) {
 	}
 	if _, err := Open(ctx, Options{Dir: dir}); !uerr.HasCode(err, CodeDiskFull) && !uerr.HasCode(err, CodeLocked) {
 		t.Fatalf("reopen in the process that left it unflushed: %v, want DISK_FULL or STORE_LOCKED", err)
+	}
+}
+
+// sharedChild fills the disk under a Shared database (the home
+// database's kind, which compacts level 0 as it closes): once it was left
+// unflushed on the full disk, this process gets DISK_FULL at once, even
+// after space is freed, instead of waiting out the directory lock badger
+// still holds.
+func sharedChild(t *testing.T, mnt, dir string) {
+	s := NewShared(SharedOptions{Options: Options{Dir: dir}, Linger: time.Minute})
+	acked := 0
+	var err error
+	for ; ; acked++ {
+		if err = s.Update(func(txn *badger.Txn) error { return txn.Set(guardKey(acked), guardValue(acked)) }); err != nil {
+			break
+		}
+	}
+	fmt.Printf("acked=%d\n", acked)
+	if !uerr.HasCode(err, CodeDiskFull) {
+		t.Fatalf("write %d failed with %v, want DISK_FULL", acked, err)
+	}
+	settle(t, dir)
+	fillUp(t, filepath.Join(mnt, "fill"))
+	if err := s.Close(); err != nil || s.Open() {
+		t.Fatalf("Close: %v, still open %v", err, s.Open())
+	}
+	// Even with space freed, badger's directory lock is this process's
+	// until it exits.
+	if err := os.Remove(filepath.Join(mnt, "fill")); err != nil {
+		t.Fatal(err)
+	}
+	remount(t, mnt, cliReserve()+256<<20)
+	start := time.Now()
+	err = s.Update(func(txn *badger.Txn) error { return txn.Set([]byte("t/x"), []byte("x")) })
+	if !uerr.HasCode(err, CodeDiskFull) || time.Since(start) > time.Second {
+		t.Fatalf("Update after the database was left unflushed: %v after %v, want DISK_FULL at once", err, time.Since(start))
 	}
 }
 
