@@ -73,8 +73,8 @@ func fill(t *testing.T, path string) int64 {
 // space is freed the session resumes, the audit chain verifies and a task
 // finishes the change.
 func TestDiskFillsDuringTask(t *testing.T) {
-	start := time.Now()
 	u := newUserOn(t, mountTmpfs(t, projectFS), goodTask())
+	start := time.Now() // after the wait for a parallel slot
 	tk := u.start("make Count ignore case")
 	tk.waitEvent(t, 3*time.Minute, "test.run executing", executing("test.run"))
 	filler := filepath.Join(u.dir, ".fill")
