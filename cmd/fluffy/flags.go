@@ -75,9 +75,3 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 	return fs.Args(), nil
 }
-
-// positionals is parseFlags for a command that has no flags: `--` is
-// dropped and any other flag is refused as undefined.
-func positionals(name string, args []string) ([]string, error) {
-	return parseInterspersed(newFlags(name), args)
-}

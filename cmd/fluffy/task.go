@@ -34,7 +34,7 @@ type taskFlags struct {
 }
 
 // declareTaskFlags declares the task flags on fs, into f: the root
-// command's flags, which help lists and parseTaskFlags parses.
+// command's flags, which help lists and the dispatcher parses.
 func declareTaskFlags(fs *flag.FlagSet, f *taskFlags) {
 	fs.StringVar(&f.mode, "mode", "", "`strict|explore|debug` the workflow mode to start in (explore and debug go through the policy)")
 	fs.StringVar(&f.provider, "provider", "", "`openai|anthropic|ollama|replay` the AI provider of this task (beats FLUFFY_PROVIDER and the config files)")
@@ -45,19 +45,6 @@ func declareTaskFlags(fs *flag.FlagSet, f *taskFlags) {
 	fs.BoolVar(&f.json, "json", false, "print the event stream as JSON lines (for scripts and CI)")
 	fs.StringVar(&f.record, "record", "", "`FILE` write the task's model turns to a new cassette (mode 0600, no secrets) that\nprovider-replay plays back offline")
 	fs.Float64Var(&f.maxCost, "max-cost", 0, "`USD` stop the task once it cost this many US dollars (beats agent.max_cost_usd; acts when the model's\nprices are known)")
-}
-
-// parseTaskFlags parses `fluffy [flags] [TASK...]`.
-func parseTaskFlags(args []string) (taskFlags, error) {
-	var f taskFlags
-	fs := newFlags("fluffy")
-	declareTaskFlags(fs, &f)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return f, usageErr("", err.Error(), "usage: "+synopsis(docEnv(), []*cmd{commandTree()}))
-	}
-	f.prompt = strings.TrimSpace(strings.Join(pos, " "))
-	return f, nil
 }
 
 // rootFlags is the root command: `fluffy [flags] [TASK...]` runs one task,

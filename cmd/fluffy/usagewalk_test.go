@@ -382,11 +382,12 @@ func isREPLForm(args []string) bool {
 	if len(args) == 0 {
 		return true
 	}
-	if commandTree().sub(args[0]) != nil {
+	root := commandTree()
+	if root.sub(args[0]) != nil {
 		return false
 	}
-	f, err := parseTaskFlags(args)
-	return err == nil && f.prompt == ""
+	fs, _ := root.declare(docEnv(), "fluffy")
+	return parseFlags(fs, args) == nil && fs.NArg() == 0
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
