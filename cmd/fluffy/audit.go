@@ -21,23 +21,14 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-func runAudit(e *env, args []string) error {
-	return subcommands(e, "audit", args, map[string]func(*env, []string) error{
-		"log":    auditLog,
-		"verify": auditVerify,
-		"export": auditExport,
-		"stats":  auditStats,
-	})
-}
-
 // auditFlags are shared by every audit verb.
 type auditFlags struct {
 	project, db string
 }
 
 func (a *auditFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.project, "project", ".", "project directory")
-	fs.StringVar(&a.db, "db", "", "database directory (default <project>/.fluffy/db)")
+	fs.StringVar(&a.project, "project", ".", "`DIR` the project directory")
+	fs.StringVar(&a.db, "db", "", "`DIR` the database directory (default <project>/.fluffy/db)")
 }
 
 func (a *auditFlags) dir() string {
@@ -80,20 +71,19 @@ func parseTimeFlag(name, v string) (time.Time, error) {
 		"use RFC 3339 (2025-03-01T12:00:00Z), a date (2025-03-01), or a duration back from now (90m, 24h)")
 }
 
-func auditLog(e *env, args []string) error {
-	fs := flag.NewFlagSet("audit log", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+func auditLogFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	var a auditFlags
 	a.register(fs)
-	since := fs.String("since", "", "only records at or after this time (RFC 3339, date, or duration ago)")
-	until := fs.String("until", "", "only records at or before this time")
-	types := fs.String("type", "", "comma-separated event types")
-	session := fs.String("session", "", "only records of this session id")
-	limit := fs.Int("limit", 50, "show the newest N matching records (0 = all)")
+	since := fs.String("since", "", "`T` only records at or after T (RFC 3339, a date, or a duration ago such as 2h)")
+	until := fs.String("until", "", "`T` only records at or before T")
+	types := fs.String("type", "", "`a,b` only these event types")
+	session := fs.String("session", "", "`ID` only records of this session")
+	limit := fs.Int("limit", 50, "`N` the newest N matching records (0 = all)")
 	asJSON := fs.Bool("json", false, "one JSON record per line")
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("audit log", err.Error(), "usage: fluffy audit log [--since T] [--until T] [--type a,b] [--session ID] [--limit N] [--json] [--project DIR] [--db DIR]")
-	}
+	return func([]string) error { return auditLog(e, a, since, until, types, session, limit, asJSON) }
+}
+
+func auditLog(e *env, a auditFlags, since, until, types, session *string, limit *int, asJSON *bool) error {
 	if *limit < 0 {
 		return usageErr("audit log", "--limit must not be negative", "pass 0 for all records")
 	}
@@ -148,17 +138,16 @@ func auditLog(e *env, args []string) error {
 	return tw.Flush()
 }
 
-func auditVerify(e *env, args []string) error {
-	fs := flag.NewFlagSet("audit verify", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+func auditVerifyFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	var a auditFlags
 	a.register(fs)
 	all := fs.Bool("all", false, "verify every record, not only the tail")
-	file := fs.String("file", "", "verify a JSONL export instead of the database")
+	file := fs.String("file", "", "`FILE` verify a JSONL export instead of the database")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("audit verify", err.Error(), "usage: fluffy audit verify [--all] [--file export.jsonl] [--json] [--project DIR] [--db DIR]")
-	}
+	return func([]string) error { return auditVerify(e, a, all, file, asJSON) }
+}
+
+func auditVerify(e *env, a auditFlags, all *bool, file *string, asJSON *bool) error {
 	var rep audit.Report
 	if *file != "" {
 		f, err := os.Open(*file)
@@ -231,15 +220,14 @@ func auditVerify(e *env, args []string) error {
 	return rep.Err()
 }
 
-func auditExport(e *env, args []string) error {
-	fs := flag.NewFlagSet("audit export", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+func auditExportFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	var a auditFlags
 	a.register(fs)
-	out := fs.String("o", "", "write to this file instead of stdout")
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("audit export", err.Error(), "usage: fluffy audit export [-o FILE] [--project DIR] [--db DIR]")
-	}
+	out := fs.String("o", "", "`FILE` write to FILE instead of stdout")
+	return func([]string) error { return auditExport(e, a, out) }
+}
+
+func auditExport(e *env, a auditFlags, out *string) error {
 	l, err := openAudit(e, "export", &a)
 	if err != nil {
 		return err
@@ -265,15 +253,14 @@ func auditExport(e *env, args []string) error {
 	return err
 }
 
-func auditStats(e *env, args []string) error {
-	fs := flag.NewFlagSet("audit stats", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+func auditStatsFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	var a auditFlags
 	a.register(fs)
 	asJSON := fs.Bool("json", false, "print as JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("audit stats", err.Error(), "usage: fluffy audit stats [--json] [--project DIR] [--db DIR]")
-	}
+	return func([]string) error { return auditStats(e, a, asJSON) }
+}
+
+func auditStats(e *env, a auditFlags, asJSON *bool) error {
 	l, err := openAudit(e, "stats", &a)
 	if err != nil {
 		return err

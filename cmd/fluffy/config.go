@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	"path/filepath"
@@ -9,17 +10,9 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/config"
 )
 
-// runConfig implements `fluffy config init|get|set|show`: the non-security
-// settings and where each value comes from (flags > FLUFFY_* > project >
-// user > defaults).
-func runConfig(e *env, args []string) error {
-	return subcommands(e, "config", args, map[string]func(*env, []string) error{
-		"init": configInit,
-		"get":  configGet,
-		"set":  configSet,
-		"show": configShow,
-	})
-}
+// `fluffy config init|get|set|show`: the non-security settings and where
+// each value comes from (flags > FLUFFY_* > project > user > defaults).
+// `config init` is `fluffy init` (commands.go).
 
 // configFiles are the user and project config files for the project in
 // the current directory (or --project).
@@ -31,16 +24,12 @@ func configFiles(e *env, project string) config.Options {
 	return config.Options{UserFile: config.UserFile(e.home), ProjectFile: config.ProjectFile(abs), Getenv: e.getenv}
 }
 
-// configInit is `fluffy config init`, the same command as `fluffy init`.
-func configInit(e *env, args []string) error { return runInit(e, args) }
+func configGetFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := projectDirFlag(fs)
+	return func(pos []string) error { return configGet(e, project, pos) }
+}
 
-func configGet(e *env, args []string) error {
-	fs := newFlags("config get")
-	project := fs.String("project", ".", "project directory")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 1 {
-		return usageErr("config get", "expected one KEY", "usage: fluffy config get KEY (see `fluffy config show --all`)")
-	}
+func configGet(e *env, project *string, pos []string) error {
 	if _, err := config.Lookup(pos[0]); err != nil {
 		return err
 	}
@@ -52,13 +41,12 @@ func configGet(e *env, args []string) error {
 	return nil
 }
 
-func configSet(e *env, args []string) error {
-	fs := newFlags("config set")
+func configSetFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	project := fs.Bool("project", false, "write the project's .fluffy/config.yaml instead of the user's")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 2 {
-		return usageErr("config set", "expected KEY VALUE", "usage: fluffy config set KEY VALUE [--project]")
-	}
+	return func(pos []string) error { return configSet(e, project, pos) }
+}
+
+func configSet(e *env, project *bool, pos []string) error {
 	path := config.UserFile(e.home)
 	if *project {
 		path = config.ProjectFile(".")
@@ -70,14 +58,14 @@ func configSet(e *env, args []string) error {
 	return nil
 }
 
-func configShow(e *env, args []string) error {
-	fs := newFlags("config show")
+func configShowFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	all := fs.Bool("all", false, "list every setting with its type and documentation")
-	project := fs.String("project", ".", "project directory")
+	project := projectDirFlag(fs)
 	asJSON := fs.Bool("json", false, "machine-readable output")
-	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
-		return usageErr("config show", "unexpected arguments", "usage: fluffy config show [--all] [--json] [--project DIR]")
-	}
+	return func([]string) error { return configShow(e, all, project, asJSON) }
+}
+
+func configShow(e *env, all *bool, project *string, asJSON *bool) error {
 	if *all {
 		for _, k := range config.Keys() {
 			fmt.Fprintf(e.stdout, "%s\n    env: %v\n", config.KeyHelp(k.Name), k.Env)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,24 +16,20 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// runConformance implements `fluffy conformance list|run`.
-func runConformance(e *env, args []string) error {
-	return subcommands(e, "conformance", args, map[string]func(*env, []string) error{
-		"list": conformanceList,
-		"run":  conformanceRun,
-		// stub-kernel is internal: the throwaway kernel CORE-SHUTDOWN-002 kills.
-		"stub-kernel": func(e *env, args []string) error { return conformance.StubKernelMain(args, e.stdout) },
-	})
+// `fluffy conformance list|run`, and stub-kernel: internal, the throwaway
+// kernel CORE-SHUTDOWN-002 kills (its arguments are its own).
+func stubKernelFlags(e *env, _ *flag.FlagSet) func([]string) error {
+	return func(args []string) error { return conformance.StubKernelMain(args, e.stdout) }
 }
 
-func conformanceList(e *env, args []string) error {
-	fs := newFlags("conformance list")
+func conformanceListFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	asJSON := fs.Bool("json", false, "print the catalogue as JSON")
 	asMD := fs.Bool("markdown", false, "print the whole catalogue as the Markdown tables of docs/conformance.md")
-	profile := fs.String("profile", "", "only this profile")
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("conformance list", err.Error(), "usage: fluffy conformance list [--profile P] [--json | --markdown]")
-	}
+	profile := fs.String("profile", "", "`P` only this profile")
+	return func([]string) error { return conformanceList(e, asJSON, asMD, profile) }
+}
+
+func conformanceList(e *env, asJSON, asMD *bool, profile *string) error {
 	if *asMD {
 		if *profile != "" || *asJSON {
 			return usageErr("conformance list", "--markdown prints the whole catalogue", "usage: fluffy conformance list --markdown")
@@ -69,18 +66,19 @@ func (c conformanceFailed) Error() string { return c.err.Error() }
 func (c conformanceFailed) Unwrap() error { return c.err }
 func (conformanceFailed) ExitCode() int   { return 1 }
 
-func conformanceRun(e *env, args []string) error {
-	fs := newFlags("conformance run")
-	profiles := fs.String("profile", "", "comma-separated profiles (default: core + the plugin's kind)")
-	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
-	junitOut := fs.String("junit", "", "also write the report as JUnit XML to this file")
-	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "where the plugin under test runs: docker (every item in its L2 container) or none (a plain process with your privileges; development only)")
-	startTimeout := fs.Duration("start-timeout", 10*time.Second, "how long a plugin may take to become ready")
-	pluginConfig := fs.String("config", "", "a JSON object of Configure settings for a provider plugin under test, e.g. '{\"builtin_cassette\":\"conformance\"}' for provider-replay (the suite's base_url and api_key win)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 1 {
-		return usageErr("conformance run", "expected exactly one plugin path", "usage: fluffy conformance run PATH [--profile core,tool] [--json FILE] [--junit FILE] [--sandbox docker|none] [--config JSON]")
+func conformanceRunFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	profiles := fs.String("profile", "", "`P,Q` the profiles to run (default: core + the plugin's kind)")
+	jsonOut := fs.String("json", "", "`FILE` also write the report as JSON")
+	junitOut := fs.String("junit", "", "`FILE` also write the report as JUnit XML")
+	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "`docker|none` docker: every item in the plugin's L2 container ($FLUFFY_SANDBOX sets the default);\nnone: a plain process with your privileges (development only)")
+	startTimeout := fs.Duration("start-timeout", 10*time.Second, "`D` how long the plugin may take to become ready")
+	pluginConfig := fs.String("config", "", "`JSON` Configure settings for a provider under test (the suite's base_url and api_key win;\nit also sends its probes' answers as cassette unless JSON has cassette or builtin_cassette),\ne.g. '{\"model\":\"m\"}'")
+	return func(pos []string) error {
+		return conformanceRun(e, pos, profiles, jsonOut, junitOut, sb, startTimeout, pluginConfig)
 	}
+}
+
+func conformanceRun(e *env, pos []string, profiles, jsonOut, junitOut, sb *string, startTimeout *time.Duration, pluginConfig *string) error {
 	if *pluginConfig != "" && !json.Valid([]byte(*pluginConfig)) {
 		return usageErr("conformance run", "--config is not JSON", "pass a JSON object, e.g. --config '{\"builtin_cassette\":\"conformance\"}'")
 	}

@@ -56,16 +56,22 @@ func isBoolFlag(f *flag.Flag) bool {
 	return ok && b.IsBoolFlag()
 }
 
+// projectDirFlag declares --project, the project a command works on.
+func projectDirFlag(fs *flag.FlagSet) *string {
+	return fs.String("project", ".", "`DIR` the project directory")
+}
+
+// strList is a repeatable string flag.
+type strList []string
+
+func (l *strList) String() string     { return strings.Join(*l, ",") }
+func (l *strList) Set(s string) error { *l = append(*l, s); return nil }
+func (*strList) repeatable()          {}
+
 // parseInterspersed is parseFlags returning the positional arguments.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	return fs.Args(), nil
-}
-
-// positionals is parseFlags for a command that has no flags: `--` is
-// dropped and any other flag is refused as undefined.
-func positionals(name string, args []string) ([]string, error) {
-	return parseInterspersed(newFlags(name), args)
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,13 +14,13 @@ import (
 )
 
 // dispatchedSubcommands asks each command for its subcommands the way a
-// user finds them (an unknown one lists them), so the help table is checked
-// against what the dispatcher really runs.
+// user finds them (an unknown one lists them), so the tree is checked
+// against what the dispatcher really says.
 func dispatchedSubcommands(t *testing.T) map[string][]string {
 	t.Helper()
 	c := newCLI(t)
 	out := map[string][]string{}
-	for _, cmd := range commands() {
+	for _, cmd := range commandTree().subs {
 		_, stderr, code := c.run(cmd.name, "zz-no-such-subcommand")
 		_, list, ok := strings.Cut(stderr, "use one of: ")
 		if !ok || code != 2 {
@@ -32,35 +34,84 @@ func dispatchedSubcommands(t *testing.T) map[string][]string {
 	return out
 }
 
-// TestHelpCoversEveryCommand: every command and every subcommand the
-// dispatcher knows has a help topic, and every topic names something that
-// exists.
-func TestHelpCoversEveryCommand(t *testing.T) {
-	topics := helpTopics()
-	known := map[string]bool{"help": true}
-	for _, c := range commands() {
-		known[c.name] = true
-		if _, ok := topics[c.name]; !ok {
-			t.Errorf("command %q has no help topic", c.name)
-		}
-	}
+// TestCommandTreeIsComplete: every command says what it does, every flag
+// names its value and says what it does, its help prints every flag it
+// declares, and an unknown subcommand lists exactly the visible ones.
+func TestCommandTreeIsComplete(t *testing.T) {
+	root := commandTree()
 	subs := dispatchedSubcommands(t)
-	if len(subs) < 7 {
+	if len(subs) < 9 {
 		t.Fatalf("found subcommands of only %d commands: %v", len(subs), subs)
 	}
-	for parent, ss := range subs {
-		for _, s := range ss {
-			known[parent+" "+s] = true
-			if _, ok := topics[parent+" "+s]; !ok {
-				t.Errorf("subcommand %q has no help topic", parent+" "+s)
-			}
+	for _, c := range root.subs {
+		if len(c.subs) == 0 {
+			continue
+		}
+		if got, want := strings.Join(subs[c.name], ","), strings.Join(c.subNames(), ","); got != want {
+			t.Errorf("fluffy %s lists subcommands %q, its definition %q", c.name, got, want)
 		}
 	}
-	known["kernel run"] = true // `fluffy kernel run` is the default verb, not in the list
-	for p := range topics {
-		if !known[p] {
-			t.Errorf("help topic %q names no command the dispatcher runs", p)
+	// What the flag package names a value without a back-quoted
+	// placeholder in its usage: a help that says nothing.
+	typeWords := map[string]bool{"string": true, "int": true, "int64": true, "uint": true, "uint64": true, "float": true, "duration": true, "value": true}
+	e := docEnv()
+	eachCmd(root, func(path []*cmd) {
+		c, name := path[len(path)-1], pathName(path)
+		if len(path) > 1 && c.short == "" {
+			t.Errorf("%q has no short text", name)
 		}
+		if c.flags == nil && len(c.subs) == 0 {
+			t.Errorf("%q neither runs nor has subcommands", name)
+		}
+		var help bytes.Buffer
+		if err := printHelp(&help, e, root, path); err != nil {
+			t.Fatal(err)
+		}
+		fs, _ := c.declare(e, name)
+		fs.VisitAll(func(f *flag.Flag) {
+			arg, usage := flagArg(f)
+			switch {
+			case usage == "":
+				t.Errorf("%s --%s: no usage", name, f.Name)
+			case !isBoolFlag(f) && (arg == "" || typeWords[arg]):
+				t.Errorf("%s --%s: its value has no placeholder (write the usage as \"`NAME` what it is\"), got %q", name, f.Name, arg)
+			}
+			line := flagSpelling(f)
+			if arg != "" {
+				line += " " + arg
+			}
+			first, _, _ := strings.Cut(usage, "\n")
+			if !strings.Contains(help.String(), "  "+line) || !strings.Contains(help.String(), first) {
+				t.Errorf("help of %q does not print its flag %s: %s", name, line, first)
+			}
+		})
+		for _, r := range c.required {
+			if fs.Lookup(r) == nil {
+				t.Errorf("%q requires --%s, which it does not declare", name, r)
+			}
+		}
+	})
+}
+
+// TestCLIDoc: docs/cli.md is the help of every command, as generated from
+// the command tree (FLUFFY_UPDATE_DOCS=1 rewrites it).
+func TestCLIDoc(t *testing.T) {
+	var b bytes.Buffer
+	if err := writeCLIDoc(&b, commandTree()); err != nil {
+		t.Fatal(err)
+	}
+	const file = "../../docs/cli.md"
+	if os.Getenv("FLUFFY_UPDATE_DOCS") == "1" {
+		if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	have, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(have) != b.String() {
+		t.Fatalf("docs/cli.md is stale: regenerate it with FLUFFY_UPDATE_DOCS=1 go test -run TestCLIDoc ./cmd/fluffy/")
 	}
 }
 
@@ -70,10 +121,8 @@ func TestHelpCoversEveryCommand(t *testing.T) {
 // unknown subcommand).
 func TestHelpIsConsistent(t *testing.T) {
 	c := newCLI(t)
-	paths := []string{""}
-	for p := range helpTopics() {
-		paths = append(paths, p)
-	}
+	var paths []string
+	eachCmd(commandTree(), func(path []*cmd) { paths = append(paths, pathName(path)) })
 	sort.Strings(paths)
 	for _, p := range paths {
 		t.Run(strings.ReplaceAll(p, " ", "_"), func(t *testing.T) {

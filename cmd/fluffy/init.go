@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -138,24 +139,20 @@ func bannerLines(project string) [2]string {
 // runInit implements `fluffy init` (and its alias `fluffy config init`):
 // it shows the first-run guide, asks for a provider and model (or takes
 // them from flags) and writes the project's .fluffy/config.yaml.
-func runInit(e *env, args []string) error {
-	fs := newFlags("init")
-	provider := fs.String("provider", "", "openai, anthropic, ollama or replay (asked on a terminal when not given)")
-	model := fs.String("model", "", "the model (default: the provider's)")
-	cassette := fs.String("cassette", "", "replay: the cassette to play")
-	project := fs.String("project", ".", "project directory")
+func runInitFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	provider := fs.String("provider", "", "`openai|anthropic|ollama|replay` the provider (asked on a terminal when not given)")
+	model := fs.String("model", "", "`NAME` the model (default: the provider's, e.g. gpt-4.1)")
+	cassette := fs.String("cassette", "", "`FILE` replay: the cassette to play (stored as an absolute path)")
+	project := projectDirFlag(fs)
 	user := fs.Bool("user", false, "write the user's $FLUFFY_HOME/config.yaml instead of the project's")
 	yes := fs.Bool("yes", false, "write without asking")
 	force := fs.Bool("force", false, "replace an existing file")
-	const usage = "usage: fluffy init [--provider openai|anthropic|ollama|replay] [--model NAME] [--cassette FILE] [--project DIR] [--user] [--yes] [--force]"
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 0 {
-		msg := "unexpected arguments"
-		if err != nil {
-			msg = err.Error()
-		}
-		return usageErr("init", msg, usage)
+	return func([]string) error {
+		return runInit(e, "usage: "+synopsisOf("fluffy init", &cmd{}, fs), provider, model, cassette, project, user, yes, force)
 	}
+}
+
+func runInit(e *env, usage string, provider, model, cassette, project *string, user, yes, force *bool) error {
 	dir, err := existingDir(*project)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,30 +22,17 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// runKernel implements `fluffy kernel [run|status|stop]`: the kernel
-// process of one project (normally started by the bootstrap, in L1 or as a
-// local process) and two ways to talk to it.
-func runKernel(e *env, args []string) error {
-	if len(args) == 0 || args[0] == "run" || (len(args[0]) > 0 && args[0][0] == '-') {
-		if len(args) > 0 && args[0] == "run" {
-			args = args[1:]
-		}
-		return kernelRun(e, args)
-	}
-	return subcommands(e, "kernel", args, map[string]func(*env, []string) error{
-		"status": kernelStatus,
-		"stop":   kernelStop,
-	})
+// `fluffy kernel [run|status|stop]`: the kernel process of one project
+// (normally started by the bootstrap, in L1 or as a local process) and two
+// ways to talk to it. `fluffy kernel` alone is `fluffy kernel run`.
+func kernelRunFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := fs.String("project", ".", "`DIR` the project this kernel serves")
+	idle := fs.Duration("idle", 10*time.Minute, "`D` exit after D with no client and no running task (0: never)")
+	logFile := fs.String("log", "", "`FILE` also append the kernel's log to FILE (the bootstrap passes the project's kernel log)")
+	return func([]string) error { return kernelRun(e, project, idle, logFile) }
 }
 
-func kernelRun(e *env, args []string) error {
-	fs := newFlags("kernel")
-	project := fs.String("project", ".", "the project this kernel serves")
-	idle := fs.Duration("idle", 10*time.Minute, "exit after this long with no client and no running task (0: never)")
-	logFile := fs.String("log", "", "also append the kernel's log to this file (the bootstrap passes the project's kernel log)")
-	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
-		return usageErr("kernel", "unexpected arguments", "usage: fluffy kernel [--project DIR] [--idle 10m] [--log FILE]")
-	}
+func kernelRun(e *env, project *string, idle *time.Duration, logFile *string) error {
 	if *logFile != "" {
 		// In L1 the container goes away with the kernel (--rm): its log
 		// must outlive it in $FLUFFY_HOME, where the CLI reads it.
@@ -209,12 +197,12 @@ func kernelClient(e *env, project string) (*ipc.Client, error) {
 	return ipc.Dial(ctx, daemon.PathsFor(e.home, ws).Socket, 0)
 }
 
-func kernelStatus(e *env, args []string) error {
-	fs := newFlags("kernel status")
-	project := fs.String("project", ".", "project directory")
-	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
-		return usageErr("kernel status", "unexpected arguments", "usage: fluffy kernel status [--project DIR]")
-	}
+func kernelStatusFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := projectDirFlag(fs)
+	return func([]string) error { return kernelStatus(e, project) }
+}
+
+func kernelStatus(e *env, project *string) error {
 	cl, err := kernelClient(e, *project)
 	if err != nil {
 		return err
@@ -236,12 +224,12 @@ func kernelStatus(e *env, args []string) error {
 	return writeJSON(e.stdout, st)
 }
 
-func kernelStop(e *env, args []string) error {
-	fs := newFlags("kernel stop")
-	project := fs.String("project", ".", "project directory")
-	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
-		return usageErr("kernel stop", "unexpected arguments", "usage: fluffy kernel stop [--project DIR]")
-	}
+func kernelStopFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := projectDirFlag(fs)
+	return func([]string) error { return kernelStop(e, project) }
+}
+
+func kernelStop(e *env, project *string) error {
 	cl, err := kernelClient(e, *project)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,57 +20,47 @@ import (
 )
 
 // `fluffy mcp`: the MCP servers whose tools the model gets (docs/mcp.md).
-// The command table entry, the help topics and the implementation are all
-// here.
+// Its command definition and its implementation are both here.
 
-func runMCP(e *env, args []string) error {
-	return subcommands(e, "mcp", args, map[string]func(*env, []string) error{
-		"add":    mcpAdd,
-		"list":   mcpList,
-		"remove": mcpRemove,
-		"tools":  mcpToolsCmd,
-		"trust":  mcpTrust,
-	})
+// mcpAddUsage is the usage of `mcp add`, from its forms.
+func mcpAddUsage() string {
+	var forms []string
+	for _, f := range mcpCmd().sub("add").forms {
+		forms = append(forms, "fluffy mcp add "+f)
+	}
+	return "usage: " + strings.Join(forms, ", or ")
 }
 
-const mcpAddUsage = "usage: fluffy mcp add NAME [--scope project|user] [--env K=V]... [--network HOST:PORT]... [--timeout N] -- COMMAND [ARGS...], or fluffy mcp add NAME --url URL"
-
-func mcpHelp() map[string]helpTopic {
-	const projectFlag = "  --project DIR   the project directory (default .)\n"
-	return map[string]helpTopic{
-		"mcp": {usage: "mcp SUBCOMMAND", summary: "add, list, remove MCP servers and list their tools (each runs in its own sandbox)"},
-		"mcp add": {usage: "mcp add NAME [--scope project|user] [--env K=V]... [--network HOST:PORT]... [--timeout N] [--project DIR] -- COMMAND [ARGS...]",
-			summary: "configure a stdio MCP server; its tools reach the model as mcp.NAME.TOOL",
-			text: "Stores the server in $FLUFFY_HOME (never in the project tree). The kernel starts it on first use\n" +
+func mcpCmd() *cmd {
+	return &cmd{name: "mcp", short: "add, list, remove MCP servers and list their tools (each runs in its own sandbox)", subs: []*cmd{
+		{name: "add", rawArgs: true, short: "configure an MCP server; its tools reach the model as mcp.NAME.TOOL",
+			forms: []string{
+				"NAME [--scope project|user] [--env K=V]... [--network HOST:PORT]... [--timeout N] [--project DIR] -- COMMAND [ARGS...]",
+				"NAME --url URL [--scope project|user] [--timeout N] [--project DIR]",
+			},
+			long: "Stores the server in $FLUFFY_HOME (never in the project tree). The kernel starts it on first use\n" +
 				"inside its own sandbox (no network, the project's read-only view at /workspace, the policy's\n" +
 				"toolchains, no host environment); every call goes through the policy (by default reviewed once\n" +
 				"per tool) and the audit log. COMMAND is an absolute path (mounted read-only) or a program on the\n" +
 				"policy's toolchains (python3, node, npx, uvx). See docs/mcp.md.\n\n" +
-				"  --scope S       project (default: this project only) or user (every project)\n" +
-				"  --env K=V       an environment variable for the server (repeatable); nothing else is passed\n" +
-				"  --network H:P   an endpoint the server may reach through the kernel's proxy (repeatable); the\n" +
-				"                  policy must also opt in to the integration-test sandbox and list the host\n" +
-				"  --timeout N     seconds one tool call may take (default 60)\n" + projectFlag +
-				"\n`fluffy mcp add NAME --url URL` adds a streamable HTTP server instead: no program runs; the\n" +
-				"bridge reaches the URL's host alone through the kernel's proxy (and only when the policy's\n" +
-				"network_whitelist, if it has one, lists it). A project's .mcp.json applies after `fluffy mcp trust`.\n"},
-		"mcp list": {usage: "mcp list [--project DIR] [--json]", summary: "list the configured MCP servers (project and user)",
-			text: "Environment values are never shown, only their names.\n\n" + projectFlag + "  --json          one JSON object per server\n"},
-		"mcp remove": {usage: "mcp remove NAME [--scope project|user] [--project DIR]", summary: "remove a configured MCP server",
-			text: "Without --scope: the project's entry if it has one, else the user's.\n\n" +
-				"  --scope S       project or user\n" + projectFlag},
-		"mcp trust": {usage: "mcp trust [--project DIR] [--yes]", summary: "let the servers of the project's .mcp.json run, after showing them",
-			text: "A project's .mcp.json (the format other agents use) names programs to run, so its servers apply only\n" +
+				"With --url it adds a streamable HTTP server instead: no program runs; the bridge reaches the\n" +
+				"URL's host alone through the kernel's proxy (and only when the policy's network_whitelist, if\n" +
+				"it has one, lists it). A project's .mcp.json applies after `fluffy mcp trust`.\n",
+			flags: mcpAddFlags},
+		{name: "list", short: "list the configured MCP servers (project and user)",
+			long: "Environment values are never shown, only their names.\n", flags: mcpListFlags},
+		{name: "remove", args: "NAME", short: "remove a configured MCP server",
+			long: "Without --scope: the project's entry if it has one, else the user's.\n", flags: mcpRemoveFlags},
+		{name: "trust", short: "let the servers of the project's .mcp.json run, after showing them",
+			long: "A project's .mcp.json (the format other agents use) names programs to run, so its servers apply only\n" +
 				"once you trusted its exact content: this shows every server (command, arguments, environment names,\n" +
 				"URL) and the file's sha256, and asks. Any change to the file needs trusting again. Entries are\n" +
 				"checked like `fluffy mcp add`'s; ${VAR} references are passed as written, not expanded, and\n" +
-				"entries with HTTP headers are refused. A server configured with `fluffy mcp add` wins by name.\n\n" +
-				projectFlag + "  --yes           trust without an interactive question (you reviewed the file)\n"},
-		"mcp tools": {usage: "mcp tools NAME [--project DIR] [--sandbox docker|bwrap] [--json]", summary: "start the server in its sandbox and list its tools",
-			text: "Starts the server the way a task does (its sandbox, its limits) and prints the tools the model\n" +
-				"would get, with their parameter schemas.\n\n" + projectFlag +
-				"  --sandbox S     L2 runtime: docker (default) or bwrap\n  --json          one JSON object per tool\n"},
-	}
+				"entries with HTTP headers are refused. A server configured with `fluffy mcp add` wins by name.\n", flags: mcpTrustFlags},
+		{name: "tools", args: "NAME", short: "start the server in its sandbox and list its tools",
+			long: "Starts the server the way a task does (its sandbox, its limits) and prints the tools the model\n" +
+				"would get, with their parameter schemas.\n", flags: mcpToolsFlags},
+	}}
 }
 
 // kvList is a repeatable K=V flag.
@@ -84,12 +75,7 @@ func (l kvList) Set(s string) error {
 	l[k] = v
 	return nil
 }
-
-// strList is a repeatable string flag.
-type strList []string
-
-func (l *strList) String() string     { return strings.Join(*l, ",") }
-func (l *strList) Set(s string) error { *l = append(*l, s); return nil }
+func (kvList) repeatable() {}
 
 func mcpStore(e *env, project string) (mcpconfig.Store, error) {
 	ws, err := filepath.Abs(project)
@@ -99,7 +85,19 @@ func mcpStore(e *env, project string) (mcpconfig.Store, error) {
 	return mcpconfig.Store{Home: e.home, Project: ws}, nil
 }
 
-func mcpAdd(e *env, args []string) error {
+func mcpAddFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := projectDirFlag(fs)
+	scope := fs.String("scope", mcpconfig.ScopeProject, "`project|user` this project only, or every project")
+	timeout := fs.Int("timeout", 0, "`N` seconds one tool call may take (default 60)")
+	rawURL := fs.String("url", "", "`URL` a streamable HTTP server's endpoint, instead of a COMMAND")
+	env := kvList{}
+	var network strList
+	fs.Var(env, "env", "`K=V` an environment variable for the server; nothing else is passed")
+	fs.Var(&network, "network", "`HOST:PORT` an endpoint the server may reach through the kernel's proxy; the policy\nmust also opt in to the integration-test sandbox and list the host")
+	return func(args []string) error { return mcpAdd(e, fs, args, project, scope, timeout, rawURL, env, &network) }
+}
+
+func mcpAdd(e *env, fs *flag.FlagSet, args []string, project, scope *string, timeout *int, rawURL *string, env kvList, networkFlag *strList) error {
 	var before, command []string
 	for i, a := range args {
 		if a == "--" {
@@ -110,27 +108,19 @@ func mcpAdd(e *env, args []string) error {
 	if command == nil {
 		before = args
 	}
-	fs := newFlags("mcp add")
-	project := fs.String("project", ".", "project directory")
-	scope := fs.String("scope", mcpconfig.ScopeProject, "project or user")
-	timeout := fs.Int("timeout", 0, "seconds per call")
-	rawURL := fs.String("url", "", "streamable HTTP endpoint")
-	env := kvList{}
-	var network strList
-	fs.Var(env, "env", "K=V")
-	fs.Var(&network, "network", "HOST:PORT")
 	pos, err := parseInterspersed(fs, before)
+	network := *networkFlag // filled by the parse above
 	if err != nil {
-		return usageErr("mcp add", err.Error(), mcpAddUsage)
+		return usageErr("mcp add", err.Error(), mcpAddUsage())
 	}
 	if len(pos) != 1 {
-		return usageErr("mcp add", "expected one NAME before --", mcpAddUsage)
+		return usageErr("mcp add", "expected one NAME before --", mcpAddUsage())
 	}
 	if *rawURL != "" && len(command) > 0 {
 		return usageErr("mcp add", "both --url and a COMMAND after -- were given", "an HTTP server is added with --url alone: fluffy mcp add NAME --url URL")
 	}
 	if *rawURL == "" && len(command) == 0 {
-		return usageErr("mcp add", "no COMMAND after -- (or --url)", mcpAddUsage)
+		return usageErr("mcp add", "no COMMAND after -- (or --url)", mcpAddUsage())
 	}
 	if *rawURL != "" {
 		command = []string{""}
@@ -157,14 +147,13 @@ func mcpAdd(e *env, args []string) error {
 	return nil
 }
 
-func mcpList(e *env, args []string) error {
-	fs := newFlags("mcp list")
-	project := fs.String("project", ".", "project directory")
-	asJSON := fs.Bool("json", false, "JSON lines")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 0 {
-		return usageErr("mcp list", "mcp list takes no arguments", "usage: fluffy mcp list [--project DIR] [--json]")
-	}
+func mcpListFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := projectDirFlag(fs)
+	asJSON := fs.Bool("json", false, "one JSON object per server")
+	return func([]string) error { return mcpList(e, project, asJSON) }
+}
+
+func mcpList(e *env, project *string, asJSON *bool) error {
 	st, err := mcpStore(e, *project)
 	if err != nil {
 		return err
@@ -208,14 +197,13 @@ func mcpList(e *env, args []string) error {
 	return tw.Flush()
 }
 
-func mcpRemove(e *env, args []string) error {
-	fs := newFlags("mcp remove")
-	project := fs.String("project", ".", "project directory")
-	scope := fs.String("scope", "", "project or user")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 1 {
-		return usageErr("mcp remove", "expected one NAME", "usage: fluffy mcp remove NAME [--scope project|user]")
-	}
+func mcpRemoveFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := projectDirFlag(fs)
+	scope := fs.String("scope", "", "`project|user` which entry to remove")
+	return func(pos []string) error { return mcpRemove(e, project, scope, pos) }
+}
+
+func mcpRemove(e *env, project, scope *string, pos []string) error {
 	st, err := mcpStore(e, *project)
 	if err != nil {
 		return err
@@ -228,15 +216,14 @@ func mcpRemove(e *env, args []string) error {
 	return nil
 }
 
-func mcpToolsCmd(e *env, args []string) error {
-	fs := newFlags("mcp tools")
-	project := fs.String("project", ".", "project directory")
-	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "docker or bwrap")
-	asJSON := fs.Bool("json", false, "JSON lines")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 1 {
-		return usageErr("mcp tools", "expected one NAME", "usage: fluffy mcp tools NAME [--project DIR] [--json]")
-	}
+func mcpToolsFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := projectDirFlag(fs)
+	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "`docker|bwrap` the L2 runtime ($FLUFFY_SANDBOX sets the default)")
+	asJSON := fs.Bool("json", false, "one JSON object per tool")
+	return func(pos []string) error { return mcpTools(e, project, sb, asJSON, pos) }
+}
+
+func mcpTools(e *env, project, sb *string, asJSON *bool, pos []string) error {
 	if *sb == kernel.SandboxNone {
 		return usageErr("mcp tools", "--sandbox none is refused for MCP servers", "MCP servers run only in a sandbox: use --sandbox docker or bwrap")
 	}
@@ -281,14 +268,13 @@ func mcpToolsCmd(e *env, args []string) error {
 	return nil
 }
 
-func mcpTrust(e *env, args []string) error {
-	fs := newFlags("mcp trust")
-	project := fs.String("project", ".", "project directory")
-	yes := fs.Bool("yes", false, "trust without asking")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 0 {
-		return usageErr("mcp trust", "mcp trust takes no arguments", "usage: fluffy mcp trust [--project DIR] [--yes]")
-	}
+func mcpTrustFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := projectDirFlag(fs)
+	yes := fs.Bool("yes", false, "trust without an interactive question (you reviewed the file)")
+	return func([]string) error { return mcpTrust(e, project, yes) }
+}
+
+func mcpTrust(e *env, project *string, yes *bool) error {
 	st, err := mcpStore(e, *project)
 	if err != nil {
 		return err

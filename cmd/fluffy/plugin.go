@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,23 +18,6 @@ import (
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
-
-func runPlugin(e *env, args []string) error {
-	return subcommands(e, "plugin", args, map[string]func(*env, []string) error{
-		"install": pluginInstall,
-		"list":    pluginList,
-		"info":    pluginInfo,
-		"remove":  pluginRemove,
-		"enable":  pluginEnable,
-		"disable": pluginDisable,
-		"call":    pluginCall,
-		"grant":   pluginGrant,
-		"revoke":  pluginRevoke,
-		"new":     pluginNew,
-		"stamp":   pluginStamp,
-		"dev":     pluginDev,
-	})
-}
 
 // openRegistry opens the registry under $FLUFFY_HOME, with its changes
 // recorded in the home audit log. The home database is opened per
@@ -88,19 +72,24 @@ func (l *stringList) Set(v string) error {
 	}
 	return nil
 }
+func (*stringList) repeatable() {}
 
-func pluginInstall(e *env, args []string) error {
-	fs := newFlags("plugin install")
+// sandboxFlag declares --sandbox, where certification runs a plugin.
+func sandboxFlag(e *env, fs *flag.FlagSet) *string {
+	return fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "`docker|none` where certification runs the plugin after you approved it: docker, its L2\ncontainer ($FLUFFY_SANDBOX sets the default); none, a plain process with your privileges: your\nfiles, environment and network (development only)")
+}
+
+func pluginInstallFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	yes := fs.Bool("yes", false, "approve a third-party plugin without asking (grants no tag)")
-	force := fs.Bool("force", false, "allow downgrade, reinstall, or a failed certification")
+	force := fs.Bool("force", false, "allow a downgrade, a reinstall, or a failed certification")
 	asJSON := fs.Bool("json", false, "print the installed record as JSON")
-	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "where certification runs the plugin after you approved it: docker (its L2 container) or none (a plain process with your privileges: your files, environment and network; development only)")
+	sb := sandboxFlag(e, fs)
 	var grant stringList
-	fs.Var(&grant, "grant", "grant a tag the plugin requests, e.g. trusted_write (repeatable)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 1 {
-		return usageErr("plugin install", "expected exactly one plugin path", "usage: fluffy plugin install ./path [--yes] [--grant TAG]... [--force] [--sandbox docker|none] [--json]")
-	}
+	fs.Var(&grant, "grant", "`TAG` grant a tag the plugin requests, e.g. trusted_write (a comma list, or repeated)")
+	return func(pos []string) error { return pluginInstall(e, pos, yes, force, asJSON, sb, grant) }
+}
+
+func pluginInstall(e *env, pos []string, yes, force, asJSON *bool, sb *string, grant stringList) error {
 	reg, closeFn, err := openRegistry(e)
 	if err != nil {
 		return err
@@ -184,19 +173,15 @@ func confirmInstall(e *env, in *bufio.Reader, c registry.Consent, src string) (r
 	return ap, nil
 }
 
-func pluginGrant(e *env, args []string) error {
-	return changeGrant(e, "grant", args)
+func pluginGrantFlags(e *env, _ *flag.FlagSet) func([]string) error {
+	return func(args []string) error { return changeGrant(e, "grant", args) }
 }
 
-func pluginRevoke(e *env, args []string) error {
-	return changeGrant(e, "revoke", args)
+func pluginRevokeFlags(e *env, _ *flag.FlagSet) func([]string) error {
+	return func(args []string) error { return changeGrant(e, "revoke", args) }
 }
 
 func changeGrant(e *env, verb string, args []string) error {
-	args, err := positionals("plugin "+verb, args)
-	if err != nil || len(args) != 2 {
-		return usageErr("plugin "+verb, "expected NAME TAG", "usage: fluffy plugin "+verb+" NAME TAG   (e.g. trusted_write)")
-	}
 	reg, closeFn, err := openRegistry(e)
 	if err != nil {
 		return err
@@ -224,13 +209,13 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func pluginList(e *env, args []string) error {
-	fs := newFlags("plugin list")
-	rejected := fs.Bool("rejected", false, "list rejected manifests and why")
+func pluginListFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	rejected := fs.Bool("rejected", false, "list rejected manifests and why instead")
 	asJSON := fs.Bool("json", false, "machine-readable output (stable)")
-	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
-		return usageErr("plugin list", "unexpected arguments", "usage: fluffy plugin list [--rejected] [--json]")
-	}
+	return func([]string) error { return pluginList(e, rejected, asJSON) }
+}
+
+func pluginList(e *env, rejected, asJSON *bool) error {
 	reg, closeFn, err := openRegistry(e)
 	if err != nil {
 		return err
@@ -318,13 +303,12 @@ func certShort(c *registry.Certification) string {
 	return "no"
 }
 
-func pluginInfo(e *env, args []string) error {
-	fs := newFlags("plugin info")
-	asJSON := fs.Bool("json", false, "machine-readable output")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 1 {
-		return usageErr("plugin info", "expected one plugin name", "usage: fluffy plugin info NAME [--json]")
-	}
+func pluginInfoFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	asJSON := fs.Bool("json", false, "every installed version as JSON")
+	return func(pos []string) error { return pluginInfo(e, asJSON, pos) }
+}
+
+func pluginInfo(e *env, asJSON *bool, pos []string) error {
 	reg, closeFn, err := openRegistry(e)
 	if err != nil {
 		return err
@@ -406,11 +390,11 @@ func pluginInfo(e *env, args []string) error {
 	return nil
 }
 
+func pluginRemoveFlags(e *env, _ *flag.FlagSet) func([]string) error {
+	return func(args []string) error { return pluginRemove(e, args) }
+}
+
 func pluginRemove(e *env, args []string) error {
-	args, err := positionals("plugin remove", args)
-	if err != nil || len(args) != 1 {
-		return usageErr("plugin remove", "expected NAME or NAME@VERSION", "usage: fluffy plugin remove NAME[@VERSION]")
-	}
 	name, version, _ := strings.Cut(args[0], "@")
 	reg, closeFn, err := openRegistry(e)
 	if err != nil {
@@ -427,11 +411,11 @@ func pluginRemove(e *env, args []string) error {
 	return nil
 }
 
+func pluginEnableFlags(e *env, _ *flag.FlagSet) func([]string) error {
+	return func(args []string) error { return pluginEnable(e, args) }
+}
+
 func pluginEnable(e *env, args []string) error {
-	args, err := positionals("plugin enable", args)
-	if err != nil || len(args) != 1 {
-		return usageErr("plugin enable", "expected one plugin name", "usage: fluffy plugin enable NAME")
-	}
 	reg, closeFn, err := openRegistry(e)
 	if err != nil {
 		return err
@@ -444,12 +428,14 @@ func pluginEnable(e *env, args []string) error {
 	return nil
 }
 
-func pluginDisable(e *env, args []string) error {
-	fs := newFlags("plugin disable")
-	reason := fs.String("reason", "", "why it is disabled (required; shown in list and info)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 1 || strings.TrimSpace(*reason) == "" {
-		return usageErr("plugin disable", "expected one plugin name and --reason", `usage: fluffy plugin disable NAME --reason "why"`)
+func pluginDisableFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	reason := fs.String("reason", "", "`WHY` it is disabled (shown in list and info and to whoever calls it)")
+	return func(pos []string) error { return pluginDisable(e, reason, pos) }
+}
+
+func pluginDisable(e *env, reason *string, pos []string) error {
+	if strings.TrimSpace(*reason) == "" {
+		return usageErr("plugin disable", "--reason is empty", `say why: fluffy plugin disable NAME --reason "why"`)
 	}
 	reg, closeFn, err := openRegistry(e)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,15 +20,14 @@ import (
 
 // pluginCall runs one tool of an installed plugin directly: the way to try
 // a plugin by hand. Writes still only land in the output directory.
-func pluginCall(e *env, args []string) error {
-	fs := newFlags("plugin call")
-	project := fs.String("project", ".", "project directory the plugin sees (read-only)")
-	timeout := fs.Duration("timeout", 2*time.Minute, "deadline for the call")
-	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "L2 runtime: docker, bwrap, or none (development only)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) < 2 || len(pos) > 3 {
-		return usageErr("plugin call", "expected PLUGIN TOOL [ARGS_JSON]", `usage: fluffy plugin call tool-fs fs.read '{"path":"README.md"}' [--project DIR]`)
-	}
+func pluginCallFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := fs.String("project", ".", "`DIR` the project the plugin sees read-only (must exist)")
+	timeout := fs.Duration("timeout", 2*time.Minute, "`D` the deadline for the call")
+	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "`docker|bwrap|none` the L2 runtime ($FLUFFY_SANDBOX sets the default; none: development only)")
+	return func(pos []string) error { return pluginCall(e, project, timeout, sb, pos) }
+}
+
+func pluginCall(e *env, project *string, timeout *time.Duration, sb *string, pos []string) error {
 	argsJSON := "{}"
 	if len(pos) == 3 {
 		argsJSON = pos[2]

@@ -6,6 +6,7 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,15 +30,14 @@ var pluginTemplate embed.FS
 
 // pluginNew implements `fluffy plugin new NAME`: a tool plugin project that
 // builds, tests, stamps and installs as generated.
-func pluginNew(e *env, args []string) error {
-	fs := newFlags("plugin new")
-	dir := fs.String("dir", "", "where to write (default ./NAME)")
-	module := fs.String("module", "", "Go module path (default example.com/NAME)")
-	sdk := fs.String("sdk", "", "fluffy source checkout for go.mod's replace directive")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 1 {
-		return usageErr("plugin new", "expected one plugin NAME", "usage: fluffy plugin new NAME [--dir DIR] [--module PATH] [--sdk DIR]")
-	}
+func pluginNewFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	dir := fs.String("dir", "", "`DIR` where to write (must not exist or be empty; default ./NAME)")
+	module := fs.String("module", "", "`PATH` the Go module path (default example.com/NAME)")
+	sdk := fs.String("sdk", "", "`DIR` a fluffy source checkout for go.mod's replace directive (default: the checkout\nthis fluffy was built from, if it still exists)")
+	return func(pos []string) error { return pluginNew(e, pos, dir, module, sdk) }
+}
+
+func pluginNew(e *env, pos []string, dir, module, sdk *string) error {
 	name := pos[0]
 	if err := manifests.CheckName(name); err != nil {
 		return err
@@ -120,11 +120,11 @@ func findSDK(flagDir string) (string, error) {
 
 // pluginStamp implements `fluffy plugin stamp DIR`: check that the entry
 // binary can run in the sandbox, then write its sha256 into plugin.yaml.
+func pluginStampFlags(e *env, _ *flag.FlagSet) func([]string) error {
+	return func(args []string) error { return pluginStamp(e, args) }
+}
+
 func pluginStamp(e *env, args []string) error {
-	args, err := positionals("plugin stamp", args)
-	if err != nil || len(args) != 1 {
-		return usageErr("plugin stamp", "expected one plugin directory", "usage: fluffy plugin stamp DIR")
-	}
 	path := filepath.Join(args[0], manifests.FileName)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -175,16 +175,15 @@ func pluginStamp(e *env, args []string) error {
 // stamp, then the same install as `plugin install` (your approval of this
 // binary, certification in its sandbox), replacing the installed copy of
 // the same version. The next kernel that starts the plugin runs it.
-func pluginDev(e *env, args []string) error {
-	fs := newFlags("plugin dev")
+func pluginDevFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	yes := fs.Bool("yes", false, "approve the rebuilt plugin without asking (grants no tag)")
-	sb := fs.String("sandbox", envOr(e.getenv, "FLUFFY_SANDBOX", "docker"), "where certification runs it: docker or none")
+	sb := sandboxFlag(e, fs)
 	var grant stringList
-	fs.Var(&grant, "grant", "grant a tag the plugin requests (repeatable)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) != 1 {
-		return usageErr("plugin dev", "expected one plugin directory", "usage: fluffy plugin dev DIR [--yes] [--grant TAG]... [--sandbox docker|none]")
-	}
+	fs.Var(&grant, "grant", "`TAG` grant a tag the plugin requests (a comma list, or repeated)")
+	return func(pos []string) error { return pluginDev(e, pos, yes, sb, grant) }
+}
+
+func pluginDev(e *env, pos []string, yes *bool, sb *string, grant stringList) error {
 	dir := pos[0]
 	path := filepath.Join(dir, manifests.FileName)
 	data, err := os.ReadFile(path)

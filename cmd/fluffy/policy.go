@@ -19,16 +19,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// runPolicy implements `fluffy policy show|validate|explain|update|trust`.
-func runPolicy(e *env, args []string) error {
-	return subcommands(e, "policy", args, map[string]func(*env, []string) error{
-		"show":     policyShow,
-		"validate": policyValidate,
-		"explain":  policyExplain,
-		"update":   policyUpdate,
-		"trust":    policyTrust,
-	})
-}
+// `fluffy policy show|validate|explain|update|trust`.
 
 // projectPolicyPath is <project>/.fluffy/policy.yaml.
 func projectPolicyPath(project string) string { return policy.ProjectPath(project) }
@@ -41,12 +32,8 @@ func activePolicy(e *env, project string) (*policy.Policy, error) {
 }
 
 func projectFlag(fs *flag.FlagSet) *string {
-	return fs.String("project", ".", "project directory (the active policy is <project>/.fluffy/policy.yaml once trusted with `fluffy policy trust`, else the built-in default)")
+	return fs.String("project", ".", "`DIR` the project directory (its active policy is <project>/.fluffy/policy.yaml once\ntrusted with `fluffy policy trust`, else the built-in default)")
 }
-
-// newPolicyFlags is newFlags for a policy subcommand: parse errors reach
-// the user once, as the structured usage error.
-func newPolicyFlags(_ *env, name string) *flag.FlagSet { return newFlags("fluffy policy " + name) }
 
 func printWarnings(w io.Writer, p *policy.Policy) {
 	for _, wn := range p.Warnings {
@@ -54,12 +41,12 @@ func printWarnings(w io.Writer, p *policy.Policy) {
 	}
 }
 
-func policyShow(e *env, args []string) error {
-	fs := newPolicyFlags(e, "show")
+func policyShowFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	project := projectFlag(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("policy show", err.Error(), "run `fluffy policy show -h`")
-	}
+	return func([]string) error { return policyShow(e, project) }
+}
+
+func policyShow(e *env, project *string) error {
 	p, err := activePolicy(e, *project)
 	if err != nil {
 		return err
@@ -94,11 +81,11 @@ func policyShow(e *env, args []string) error {
 	return nil
 }
 
-func policyValidate(e *env, args []string) error {
-	fs := newPolicyFlags(e, "validate")
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("policy validate", err.Error(), "run `fluffy policy validate FILE`")
-	}
+func policyValidateFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	return func([]string) error { return policyValidate(e, fs) }
+}
+
+func policyValidate(e *env, fs *flag.FlagSet) error {
 	if fs.NArg() != 1 {
 		return usageErr("policy validate", "expected exactly one FILE", "run `fluffy policy validate path/to/policy.yaml`")
 	}
@@ -111,32 +98,28 @@ func policyValidate(e *env, args []string) error {
 	return nil
 }
 
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
-func policyExplain(e *env, args []string) error {
-	fs := newPolicyFlags(e, "explain")
+func policyExplainFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	project := projectFlag(fs)
 	var req policy.Request
-	var tags, hosts listFlag
+	var tags, hosts strList
 	var size string
 	all := fs.Bool("all", false, "also list rules that were evaluated but did not match")
-	fs.StringVar(&req.Syscall, "syscall", "", "syscall type, e.g. fs.write (required)")
-	fs.StringVar(&req.Path, "path", "", "project-relative path (trailing / = directory)")
-	fs.StringVar(&req.Host, "host", "", "network host")
-	fs.StringVar(&size, "size", "", "size, e.g. 2KiB")
-	fs.StringVar(&req.Sandbox, "sandbox", "", "L2 sandbox template the operation runs in")
-	fs.StringVar(&req.Caller.Plugin, "caller", "", "calling plugin name (empty: the user)")
-	fs.StringVar(&req.Caller.PluginKind, "plugin-kind", "", "calling plugin's kind")
-	fs.Var(&tags, "tag", "caller capability tag (repeatable)")
-	fs.Var(&hosts, "declared-host", "host the caller's manifest declares (repeatable)")
-	fs.StringVar(&req.SessionMode, "mode", "", "session mode: strict, explore, debug")
-	fs.StringVar(&req.State, "state", "", "state machine state")
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("policy explain", err.Error(), "run `fluffy policy explain -h`")
-	}
+	fs.StringVar(&req.Syscall, "syscall", "", "`S` the syscall type, e.g. fs.write")
+	fs.StringVar(&req.Path, "path", "", "`P` a project-relative path (trailing / = directory); says whether it is a test or a source file")
+	fs.StringVar(&req.Host, "host", "", "`H` the network host")
+	fs.StringVar(&size, "size", "", "`N` the size, e.g. 2KiB")
+	fs.StringVar(&req.Sandbox, "sandbox", "", "`T` the L2 sandbox template the operation runs in")
+	fs.StringVar(&req.Caller.Plugin, "caller", "", "`NAME` the calling plugin (empty: the user)")
+	fs.StringVar(&req.Caller.PluginKind, "plugin-kind", "", "`K` the calling plugin's kind")
+	fs.Var(&tags, "tag", "`T` a caller capability tag")
+	fs.Var(&hosts, "declared-host", "`H` a host the caller's manifest declares")
+	fs.StringVar(&req.SessionMode, "mode", "", "`M` the session mode: strict, explore, debug")
+	fs.StringVar(&req.State, "state", "", "`S` the workflow state")
+	return func([]string) error { return policyExplain(e, project, &req, tags, hosts, size, all) }
+}
+
+func policyExplain(e *env, project *string, r *policy.Request, tags, hosts strList, size string, all *bool) error {
+	req := *r
 	if req.Syscall == "" {
 		return usageErr("policy explain", "--syscall is required", "e.g. `fluffy policy explain --syscall fs.write --path src/a.go`")
 	}
@@ -210,14 +193,14 @@ func policyExplain(e *env, args []string) error {
 	return nil
 }
 
-func policyUpdate(e *env, args []string) error {
-	fs := newPolicyFlags(e, "update")
+func policyUpdateFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	project := projectFlag(fs)
 	yes := fs.Bool("yes", false, "approve the update without an interactive review (you reviewed the diff)")
-	confirm := fs.String("confirm", "", "the confirmation phrase, needed when more than 5 changes are breaking")
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("policy update", err.Error(), "run `fluffy policy update FILE`")
-	}
+	confirm := fs.String("confirm", "", "`PHRASE` the confirmation phrase, needed when more than 5 changes are breaking")
+	return func([]string) error { return policyUpdate(e, fs, project, yes, confirm) }
+}
+
+func policyUpdate(e *env, fs *flag.FlagSet, project *string, yes *bool, confirm *string) error {
 	if fs.NArg() != 1 {
 		return usageErr("policy update", "expected exactly one FILE", "run `fluffy policy update path/to/new-policy.yaml`")
 	}

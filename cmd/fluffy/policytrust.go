@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -28,13 +29,13 @@ const (
 // since the version last trusted, or against the embedded default — and
 // pinned by hash in $FLUFFY_HOME once the person approves it. Until then
 // the embedded default applies (policy/pin).
-func policyTrust(e *env, args []string) error {
-	fs := newPolicyFlags(e, "trust")
+func policyTrustFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	project := projectFlag(fs)
-	yes := fs.Bool("yes", false, "trust the file without an interactive question (you reviewed it)")
-	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
-		return usageErr("policy trust", "unexpected arguments", "usage: fluffy policy trust [--project DIR] [--yes]")
-	}
+	yes := fs.Bool("yes", false, "trust the file without an interactive question (you reviewed it); needed without a terminal")
+	return func([]string) error { return policyTrust(e, project, yes) }
+}
+
+func policyTrust(e *env, project *string, yes *bool) error {
 	path := projectPolicyPath(*project)
 	content, err := os.ReadFile(path)
 	if os.IsNotExist(err) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,19 +12,15 @@ import (
 	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
-func runPrompt(e *env, args []string) error {
-	return subcommands(e, "prompt", args, map[string]func(*env, []string) error{"show": promptShow})
-}
-
 // promptShow prints the system prompt the model would read next: the
 // workflow state, the project's brief and instructions, the tools.
-func promptShow(e *env, args []string) error {
-	fs := newFlags("prompt show")
-	project := fs.String("project", ".", "project directory")
-	asJSON := fs.Bool("json", false, "machine-readable output")
-	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
-		return usageErr("prompt show", "unexpected arguments", "usage: fluffy prompt show [--project DIR] [--json]")
-	}
+func promptShowFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := projectDirFlag(fs)
+	asJSON := fs.Bool("json", false, `print {"system": ..., "tokens": N}`)
+	return func([]string) error { return promptShow(e, project, asJSON) }
+}
+
+func promptShow(e *env, project *string, asJSON *bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	s, err := openSession(ctx, e, taskFlags{project: *project}, nil)

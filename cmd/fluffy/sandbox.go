@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"text/tabwriter"
@@ -10,14 +11,8 @@ import (
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
-// runSandbox implements `fluffy sandbox ls|gc`: show and clean the L2
-// containers and volumes fluffy created, by their labels.
-func runSandbox(e *env, args []string) error {
-	return subcommands(e, "sandbox", args, map[string]func(*env, []string) error{
-		"ls": sandboxLs,
-		"gc": sandboxGC,
-	})
-}
+// `fluffy sandbox ls|gc`: show and clean the L2 containers and volumes
+// fluffy created, by their labels.
 
 // withRuntime starts the runtime adapter under a short-lived lease of its
 // own and hands its client to f.
@@ -48,12 +43,12 @@ func withRuntime(e *env, f func(ctx context.Context, rt sandbox.Runtime, runDir 
 	return f(ctx, rt, runDir)
 }
 
-func sandboxLs(e *env, args []string) error {
-	fs := newFlags("sandbox ls")
-	orphans := fs.Bool("orphans", false, "show only this home's resources whose kernel is gone")
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("sandbox ls", err.Error(), "run `fluffy sandbox ls [--orphans]`")
-	}
+func sandboxLsFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	orphans := fs.Bool("orphans", false, "only this home's resources whose kernel is gone")
+	return func([]string) error { return sandboxLs(e, orphans) }
+}
+
+func sandboxLs(e *env, orphans *bool) error {
 	return withRuntime(e, func(ctx context.Context, rt sandbox.Runtime, runDir string) error {
 		inv, err := sandbox.Inventory(ctx, rt, runDir)
 		if err != nil {
@@ -79,12 +74,12 @@ func sandboxLs(e *env, args []string) error {
 	})
 }
 
-func sandboxGC(e *env, args []string) error {
-	fs := newFlags("sandbox gc")
+func sandboxGCFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	all := fs.Bool("all", false, "also remove sandboxes of this home's running kernels (never another home's)")
-	if err := parseFlags(fs, args); err != nil {
-		return usageErr("sandbox gc", err.Error(), "run `fluffy sandbox gc [--all]`")
-	}
+	return func([]string) error { return sandboxGC(e, all) }
+}
+
+func sandboxGC(e *env, all *bool) error {
 	return withRuntime(e, func(ctx context.Context, rt sandbox.Runtime, runDir string) error {
 		rep, err := sandbox.Reap(ctx, rt, runDir, *all)
 		fmt.Fprintf(e.stdout, "removed %d container(s), %d volume(s), %d run dir(s)\n", len(rep.Containers), len(rep.Volumes), len(rep.RunDirs))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,52 +14,36 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 )
 
-// runSession implements `fluffy session list|show|resume|archive|new`: the
-// project's sessions, kept by its kernel (started if needed). The kernel
-// serves the project's current session; resuming another one, or
+// The session commands talk to the project's kernel (started if needed),
+// which serves the project's current session; resuming another one, or
 // archiving the current one, makes it exit so the next command starts it
 // on the new current session.
-func runSession(e *env, args []string) error {
-	return subcommands(e, "session", args, map[string]func(*env, []string) error{
-		"list":    sessionList,
-		"show":    sessionShow,
-		"resume":  sessionResume,
-		"archive": sessionArchive,
-		"new":     sessionNew,
-	})
+
+// sessionOpts are the flags of every session subcommand.
+type sessionOpts struct {
+	project *string
+	asJSON  *bool
+	force   *bool // archive only
 }
 
-// sessionArgs: how many session ids a subcommand takes.
-type sessionArgs int
-
-const (
-	noID sessionArgs = iota
-	optionalID
-	oneID
-)
-
-func sessionCall(e *env, args []string, name string, ids sessionArgs, method string, out any) (taskFlags, *session, error) {
-	fs := newFlags("session " + name)
-	project := fs.String("project", ".", "project directory")
-	asJSON := fs.Bool("json", false, "machine-readable output")
-	var force *bool
-	if name == "archive" {
-		force = fs.Bool("force", false, "drop the session's proposed changes that are not merged (they are lost) instead of refusing")
+func declareSessionFlags(fs *flag.FlagSet, archive bool) *sessionOpts {
+	o := &sessionOpts{project: projectDirFlag(fs), asJSON: fs.Bool("json", false, "machine-readable output")}
+	if archive {
+		o.force = fs.Bool("force", false, "drop the session's proposed changes not merged (they are lost; listed and audited) instead of refusing")
 	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || (ids == noID && len(pos) != 0) || (ids == optionalID && len(pos) > 1) || (ids == oneID && len(pos) != 1) {
-		u := "usage: fluffy session " + name
-		switch ids {
-		case optionalID:
-			u += " [ID]"
-		case oneID:
-			u += " ID"
-		}
-		if force != nil {
-			u += " [--force]"
-		}
-		return taskFlags{}, nil, usageErr("session "+name, "unexpected arguments", u+" [--project DIR] [--json]")
+	return o
+}
+
+// sessionFlags makes the flags func of a session subcommand that runs f.
+func sessionFlags(archive bool, f func(e *env, o *sessionOpts, pos []string) error) func(*env, *flag.FlagSet) func([]string) error {
+	return func(e *env, fs *flag.FlagSet) func([]string) error {
+		o := declareSessionFlags(fs, archive)
+		return func(pos []string) error { return f(e, o, pos) }
 	}
+}
+
+func sessionCall(e *env, o *sessionOpts, pos []string, method string, out any) (taskFlags, *session, error) {
+	project, asJSON, force := o.project, o.asJSON, o.force
 	f := taskFlags{project: *project, json: *asJSON}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -77,9 +62,9 @@ func sessionCall(e *env, args []string, name string, ids sessionArgs, method str
 	return f, s, s.call(ctx, method, p, out)
 }
 
-func sessionList(e *env, args []string) error {
+func sessionList(e *env, o *sessionOpts, pos []string) error {
 	var list []daemon.SessionInfo
-	f, _, err := sessionCall(e, args, "list", noID, daemon.MethodSessionList, &list)
+	f, _, err := sessionCall(e, o, pos, daemon.MethodSessionList, &list)
 	if err != nil {
 		return err
 	}
@@ -102,17 +87,17 @@ func sessionList(e *env, args []string) error {
 	return tw.Flush()
 }
 
-func sessionShow(e *env, args []string) error {
+func sessionShow(e *env, o *sessionOpts, pos []string) error {
 	var st json.RawMessage
-	if _, _, err := sessionCall(e, args, "show", optionalID, daemon.MethodSessionShow, &st); err != nil {
+	if _, _, err := sessionCall(e, o, pos, daemon.MethodSessionShow, &st); err != nil {
 		return err
 	}
 	return writeJSON(jsonOut{e.stdout}, st)
 }
 
-func sessionResume(e *env, args []string) error {
+func sessionResume(e *env, o *sessionOpts, pos []string) error {
 	var res daemon.ResumeResult
-	f, s, err := sessionCall(e, args, "resume", oneID, daemon.MethodSessionResume, &res)
+	f, s, err := sessionCall(e, o, pos, daemon.MethodSessionResume, &res)
 	if err != nil {
 		return err
 	}
@@ -127,9 +112,9 @@ func sessionResume(e *env, args []string) error {
 	return nil
 }
 
-func sessionArchive(e *env, args []string) error {
+func sessionArchive(e *env, o *sessionOpts, pos []string) error {
 	var res daemon.ArchiveResult
-	f, s, err := sessionCall(e, args, "archive", optionalID, daemon.MethodSessionArchive, &res)
+	f, s, err := sessionCall(e, o, pos, daemon.MethodSessionArchive, &res)
 	if err != nil {
 		return err
 	}
@@ -152,9 +137,9 @@ func sessionArchive(e *env, args []string) error {
 	return nil
 }
 
-func sessionNew(e *env, args []string) error {
+func sessionNew(e *env, o *sessionOpts, pos []string) error {
 	var res daemon.ArchiveResult
-	f, s, err := sessionCall(e, args, "new", noID, daemon.MethodSessionNew, &res)
+	f, s, err := sessionCall(e, o, pos, daemon.MethodSessionNew, &res)
 	if err != nil {
 		return err
 	}
@@ -183,14 +168,14 @@ func waitKernelExit(e *env, lock string) bool {
 
 // runAttach implements `fluffy attach`: follow the project's running (or
 // last) task from where this terminal left it.
-func runAttach(e *env, args []string) error {
-	fs := newFlags("attach")
-	project := fs.String("project", ".", "project directory")
+func runAttachFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	project := projectDirFlag(fs)
 	asJSON := fs.Bool("json", false, "print events as JSON lines")
-	after := fs.Int64("after", 0, "only events after this sequence number")
-	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
-		return usageErr("attach", "unexpected arguments", "usage: fluffy attach [--project DIR] [--json] [--after SEQ]")
-	}
+	after := fs.Int64("after", 0, "`SEQ` only events after this sequence number")
+	return func([]string) error { return runAttach(e, project, asJSON, after) }
+}
+
+func runAttach(e *env, project *string, asJSON *bool, after *int64) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	s, err := openSession(ctx, e, taskFlags{project: *project}, nil)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -31,24 +33,45 @@ type taskFlags struct {
 	maxCost                            float64
 }
 
-func parseTaskFlags(args []string) (taskFlags, error) {
-	var f taskFlags
-	fs := newFlags("fluffy")
-	fs.StringVar(&f.mode, "mode", "", "workflow mode to start in: strict, explore, debug (explore/debug go through the policy)")
-	fs.StringVar(&f.provider, "provider", "", "AI provider of this task: openai, anthropic, ollama, replay (beats FLUFFY_PROVIDER and the config files)")
-	fs.StringVar(&f.model, "model", "", "model of this task (beats FLUFFY_MODEL and the config files; default: the provider's)")
-	fs.StringVar(&f.l1, "l1", "", "where the kernel runs: docker (an L1 container) or none (a local process)")
-	fs.StringVar(&f.project, "project", ".", "project directory")
-	fs.BoolVar(&f.yes, "yes", false, "without a terminal, merge a change that meets the auto-merge criteria (tests pass, nothing the policy sends to review, at most merge.auto_max_lines); never answers a review")
+// declareTaskFlags declares the task flags on fs, into f: the root
+// command's flags, which help lists and the dispatcher parses.
+func declareTaskFlags(fs *flag.FlagSet, f *taskFlags) {
+	fs.StringVar(&f.mode, "mode", "", "`strict|explore|debug` the workflow mode to start in (explore and debug go through the policy)")
+	fs.StringVar(&f.provider, "provider", "", "`openai|anthropic|ollama|replay` the AI provider of this task (beats FLUFFY_PROVIDER and the config files)")
+	fs.StringVar(&f.model, "model", "", "`NAME` the model of this task (beats FLUFFY_MODEL and the config files; default: the provider's)")
+	fs.StringVar(&f.l1, "l1", "", "`docker|none` where the kernel runs, an L1 container or a local process")
+	fs.StringVar(&f.project, "project", ".", "`DIR` the project directory")
+	fs.BoolVar(&f.yes, "yes", false, "without a terminal, merge a change that meets the auto-merge criteria (tests pass, nothing\nthe policy sends to review, at most merge.auto_max_lines); never answers a review")
 	fs.BoolVar(&f.json, "json", false, "print the event stream as JSON lines (for scripts and CI)")
-	fs.StringVar(&f.record, "record", "", "write the task's model turns to a new cassette FILE (mode 0600, no secrets) that provider-replay plays back offline")
-	fs.Float64Var(&f.maxCost, "max-cost", 0, "stop the task once it cost this many US dollars (beats agent.max_cost_usd; acts when the model's prices are known)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return f, usageErr("fluffy", err.Error(), `usage: fluffy [--mode M] [--provider P] [--model M] [--yes] [--json] [--record FILE] [--max-cost USD] [--l1 docker|none] ["task"]`)
+	fs.StringVar(&f.record, "record", "", "`FILE` write the task's model turns to a new cassette (mode 0600, no secrets) that\nprovider-replay plays back offline")
+	fs.Float64Var(&f.maxCost, "max-cost", 0, "`USD` stop the task once it cost this many US dollars (beats agent.max_cost_usd; acts when the model's\nprices are known)")
+}
+
+// rootFlags is the root command: `fluffy [flags] [TASK...]` runs one task,
+// or the interactive shell when there is no task.
+func rootFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	var f taskFlags
+	declareTaskFlags(fs, &f)
+	return func(pos []string) error {
+		f.prompt = strings.TrimSpace(strings.Join(pos, " "))
+		if near := nearCommand(f.prompt, commandTree()); near != "" {
+			return uerr.New("USAGE", fmt.Sprintf("unknown command %q", textsafe.Line(f.prompt, maxQuoted)),
+				"it looks like a mistyped command, not a task", fmt.Sprintf("did you mean `fluffy %s`? To run it as a task, write a sentence: fluffy \"...\"", near))
+		}
+		code := 0
+		if f.prompt == "" {
+			if f.record != "" {
+				return usageErr("", "--record needs a task: it records one task's model turns, the interactive shell does not record", `give the task on the command line: fluffy --record FILE "..."`)
+			}
+			code = runREPL(e, f)
+		} else {
+			code = runOneShot(e, f)
+		}
+		if code != 0 {
+			return exitStatus(code)
+		}
+		return nil
 	}
-	f.prompt = strings.TrimSpace(strings.Join(pos, " "))
-	return f, nil
 }
 
 // flagValues turns the set flags into config keys (flags win over all).

@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // usageLine is one documented command line and where it is written.
@@ -67,6 +67,55 @@ func TestEveryDocumentedUsageRuns(t *testing.T) {
 		}
 	}
 	t.Logf("ran %d distinct command lines from %d documented ones", ran, len(lines))
+}
+
+// TestDocumentedInvocationsParse: every command line the help, docs/cli.md,
+// README.md and docs/*.md show is accepted by its command's definition,
+// in-process and without running it: the command exists, its flags are
+// declared, its argument count and required flags are right. It is the
+// fast half of TestEveryDocumentedUsageRuns (placeholders substituted the
+// same way), and it also covers the forms written out by hand.
+func TestDocumentedInvocationsParse(t *testing.T) {
+	w := &usageWalk{t: t, project: t.TempDir(), tmp: t.TempDir(), cassette: "c.jsonl", policyFile: "p.yaml"}
+	root := commandTree()
+	lines := append(helpUsageLines(t), docUsageLines(t)...)
+	if len(lines) < 100 {
+		t.Fatalf("found only %d documented command lines: the extraction is broken", len(lines))
+	}
+	checked := 0
+	for _, l := range lines {
+		args := w.substitute(l.words)
+		e := docEnv()
+		var out bytes.Buffer
+		e.stdout = &out
+		path, rest := walk(root, args)
+		c := path[len(path)-1]
+		if c.rawArgs && !wantsHelp(rest) {
+			if c.name == "stub-kernel" {
+				continue // its arguments are its own
+			}
+			// Its flags end at `--` (mcp add): those must parse.
+			before, _, _ := strings.Cut(strings.Join(rest, "\x00"), "\x00--")
+			fs, _ := c.declare(e, pathName(path))
+			if err := parseFlags(fs, strings.FieldsFunc(before, func(r rune) bool { return r == 0 })); err != nil {
+				t.Errorf("%s: `fluffy %s`: %v", l.where, strings.Join(args, " "), err)
+			}
+			checked++
+			continue
+		}
+		run, err := resolve(e, root, args)
+		if err != nil {
+			t.Errorf("%s: `fluffy %s` is refused:\n%s", l.where, strings.Join(args, " "), uerr.From(err).Render())
+			continue
+		}
+		checked++
+		if len(path) == 2 && path[1].name == "help" || wantsHelp(rest) {
+			if err := run(); err != nil { // help has no side effect: run it
+				t.Errorf("%s: `fluffy %s`: %v", l.where, strings.Join(args, " "), err)
+			}
+		}
+	}
+	t.Logf("checked %d documented command lines", checked)
 }
 
 const walkTimeout = 10 * time.Second
@@ -246,16 +295,13 @@ func (w *usageWalk) placeholder(prev, a string) string {
 		return "plugin"
 	case "SUBCOMMAND":
 		// The first subcommand of the command before it.
-		var subs []string
-		for p := range helpTopics() {
-			if rest, ok := strings.CutPrefix(p, prev+" "); ok && !strings.Contains(rest, " ") {
-				subs = append(subs, rest)
-			}
+		if c := commandTree().sub(prev); c != nil && len(c.subNames()) > 0 {
+			return c.subNames()[0]
 		}
-		sort.Strings(subs)
-		if len(subs) > 0 {
-			return subs[0]
-		}
+	case "USD":
+		return "1"
+	case "URL":
+		return "http://127.0.0.1:9/mcp"
 	case "10m":
 		if prev == "--idle" {
 			return "2s" // a foreground kernel exits by itself
@@ -336,13 +382,12 @@ func isREPLForm(args []string) bool {
 	if len(args) == 0 {
 		return true
 	}
-	for _, c := range commands() {
-		if args[0] == c.name || args[0] == "help" {
-			return false
-		}
+	root := commandTree()
+	if root.sub(args[0]) != nil {
+		return false
 	}
-	f, err := parseTaskFlags(args)
-	return err == nil && f.prompt == ""
+	fs, _ := root.declare(docEnv(), "fluffy")
+	return parseFlags(fs, args) == nil && fs.NArg() == 0
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -351,23 +396,19 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // every optional part in and out, flags also in front), and every
 // `fluffy …` the help texts quote.
 func helpUsageLines(t *testing.T) []usageLine {
-	topics := helpTopics()
-	paths := []string{""}
-	for p, tp := range topics {
-		if !tp.hidden {
-			paths = append(paths, p)
-		}
-	}
-	sort.Strings(paths)
+	root := commandTree()
 	var lines []usageLine
-	for _, p := range paths {
+	eachCmd(root, func(path []*cmd) {
+		if path[len(path)-1].hidden {
+			return
+		}
 		var b bytes.Buffer
-		if err := printHelp(&b, p); err != nil {
+		if err := printHelp(&b, docEnv(), root, path); err != nil {
 			t.Fatal(err)
 		}
-		where := "fluffy help " + p
+		where := strings.TrimSpace("fluffy help " + pathName(path))
 		text := b.String()
-		for _, syn := range synopses(text) {
+		for _, syn := range helpSynopses(text) {
 			for _, alt := range strings.Split(syn, " | ") {
 				words := strings.Fields(alt)
 				if len(words) > 0 && words[0] == "fluffy" {
@@ -382,7 +423,7 @@ func helpUsageLines(t *testing.T) []usageLine {
 			}
 		}
 		lines = append(lines, quotedCommands(where, text)...)
-	}
+	})
 	return lines
 }
 
@@ -393,7 +434,7 @@ var (
 
 // synopses returns the "Usage: fluffy …" lines of a help text (fluffy's own
 // has continuation lines, each a synopsis followed by what it does).
-func synopses(text string) []string {
+func helpSynopses(text string) []string {
 	var out []string
 	for _, m := range usageRe.FindAllStringSubmatch(text, -1) {
 		s := strings.TrimSpace(trailingSep.ReplaceAllString(strings.TrimLeft(m[1], " "), ""))
@@ -448,18 +489,8 @@ func expandOptional(words []string) [][]string {
 // flagsFirst moves the flags (with their values) of a synopsis in front of
 // its positional arguments, after the command and subcommand names.
 func flagsFirst(words []string) []string {
-	topics := helpTopics()
-	n := 0
-	if len(words) > 0 {
-		if _, ok := topics[words[0]]; ok {
-			n = 1
-		}
-		if len(words) > 1 {
-			if _, ok := topics[words[0]+" "+words[1]]; ok {
-				n = 2
-			}
-		}
-	}
+	path, _ := walk(commandTree(), words)
+	n := len(path) - 1
 	var flags, pos []string
 	for i := n; i < len(words); i++ {
 		if words[i] == "--" {
@@ -516,7 +547,7 @@ func commandLine(where, line string) (usageLine, bool) {
 		return usageLine{}, false
 	}
 	words = words[1:]
-	if _, ok := helpTopics()[strings.Join(words, " ")]; ok && len(words) > 0 {
+	if _, rest := walk(commandTree(), words); len(rest) == 0 && len(words) > 0 {
 		return usageLine{}, false
 	}
 	// A line written in full: its [optional] parts, if any, included.

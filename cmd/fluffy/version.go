@@ -4,20 +4,18 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 )
 
 // runVersion prints fluffy's version and the plugin API versions it speaks:
 // what a plugin author needs to set api_versions in plugin.yaml.
-func runVersion(e *env, args []string) error {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	asJSON := fs.Bool("json", false, "machine-readable output")
-	if err := parseFlags(fs, args); err != nil || fs.NArg() != 0 {
-		return usageErr("version", "unexpected arguments", "usage: fluffy version [--json]")
-	}
+func runVersionFlags(e *env, fs *flag.FlagSet) func([]string) error {
+	asJSON := fs.Bool("json", false, `print {"version": ..., "plugin_api_versions": [...], "plugin_api_min": N, "plugin_api_max": N}`)
+	return func([]string) error { return runVersion(e, asJSON) }
+}
+
+func runVersion(e *env, asJSON *bool) error {
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(map[string]any{
 			"version":             Version,
