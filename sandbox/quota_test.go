@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -415,6 +416,11 @@ func helperNonRoot() {
 	}
 	undo = append(undo, r.stop)
 	defer r.stop()
+	// A non-root kernel reaches its container's socket tmpfs through
+	// /proc/PID/root (the container runs as its uid).
+	if cs.sockBind.Load() {
+		fail(errors.New("a non-root kernel could not reach its container's socket tmpfs; it fell back to a watched bind mount"))
+	}
 	if _, err := OperationDir(spec.OutDir, "op1"); err != nil {
 		fail(err)
 	}
