@@ -32,6 +32,10 @@ import (
 // kernel that owns it. Not the plugin's fault, so callers must not blame it.
 const CodeKilledExternally = "SANDBOX_KILLED_EXTERNALLY"
 
+// CodeSocketUnreachable: the kernel could not reach the plugin's socket
+// in its container because the plugin shut it out.
+const CodeSocketUnreachable = "SANDBOX_SOCKET_UNREACHABLE"
+
 // CodeEngineLost: the container engine stopped answering about a running
 // sandbox (its wait ended without an exit status). Not the plugin's fault
 // either.
@@ -501,7 +505,18 @@ func (r *containerRunner) Start(ctx context.Context) error {
 		return err
 	}
 	if r.sockTmpfs {
-		if err := r.openGuest(ctx); err != nil {
+		switch err := r.openGuest(ctx); {
+		case err == nil:
+		case errors.Is(err, errGuestRefused):
+			r.discard()
+			r.lc.Fail(err.Error())
+			_ = r.lc.Cleanup()
+			return uerr.Wrap(err, CodeSocketUnreachable, "plugin "+r.spec.Name+" could not be reached in its sandbox",
+				err.Error()+"; a plugin's socket lives in its container, which the kernel enters through /proc (a process that makes itself undumpable shuts it out)",
+				"report it to the plugin's author: a plugin must not change its dumpable flag")
+		case errors.Is(err, errGuestGone) && !r.runsStill(ctx):
+			// It already ended: go-plugin reports how.
+		default:
 			r.c.sockBind.Store(true)
 			r.c.log.Warn("cannot reach a container's socket tmpfs from the host: socket directories are watched host directories from now on, bounded only after the fact",
 				"plugin", r.spec.Name, "error", err)
@@ -517,13 +532,32 @@ func (r *containerRunner) Start(ctx context.Context) error {
 	return nil
 }
 
+// runsStill says whether the engine still runs the container under the
+// same pid a moment after that pid was found to be no process here: then
+// its pids are not this machine's. (Right after its init exits the engine
+// may not have noticed yet: a plugin that exits at once must not look
+// like such an engine.)
+func (r *containerRunner) runsStill(ctx context.Context) bool {
+	before, found, err := r.c.cfg.Runtime.Inspect(ctx, r.id)
+	if err != nil || !found || !before.Running {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(500 * time.Millisecond):
+	}
+	after, found, err := r.c.cfg.Runtime.Inspect(ctx, r.id)
+	return err == nil && found && after.Running && after.Pid == before.Pid
+}
+
 // openGuest opens the running container's socket directory (guestSock).
 func (r *containerRunner) openGuest(ctx context.Context) error {
 	st, found, err := r.c.cfg.Runtime.Inspect(ctx, r.id)
 	if err != nil || !found {
 		return fmt.Errorf("inspect container %s: found=%v %v", shortID(r.id), found, err)
 	}
-	g, err := openGuestSock(st.Pid, r.id)
+	g, err := openGuestSock(st.Pid, r.id, r.c.uid)
 	if err != nil {
 		return err
 	}

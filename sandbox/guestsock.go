@@ -3,7 +3,9 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -36,21 +38,40 @@ const guestResolve = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESO
 // another pid namespace reports a pid that is not ours), and the
 // directory must be the tmpfs the kernel asked for (a runtime such as
 // gVisor keeps its mounts away from the host's /proc).
-func openGuestSock(pid int64, containerID string) (*guestSock, error) {
+//
+// The plugin must not be able to make the kernel give up the tmpfs for
+// later containers, so only what it cannot change counts against the
+// engine: an error wrapping errGuestRefused is the container's own doing
+// (its init, running as uid, made itself undumpable), one wrapping
+// errGuestGone means pid is no process here (it ended, or the engine's
+// pids are not this machine's: the caller asks the engine again).
+func openGuestSock(pid int64, containerID string, uid int) (*guestSock, error) {
 	if pid <= 1 || len(containerID) < 12 {
 		return nil, fmt.Errorf("the engine reports no pid (%d) for container %s", pid, shortID(containerID))
 	}
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("process %d of container %s: %w", pid, shortID(containerID), errGuestGone)
+	}
+	if err != nil || !strings.Contains(string(cg), containerID) {
+		return nil, fmt.Errorf("process %d is not container %s (the engine runs in another pid namespace or machine): %v", pid, shortID(containerID), err)
+	}
 	rfd, err := unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) && procUID(pid) == uid {
+		return nil, fmt.Errorf("open the container's root through /proc/%d/root: %w (%w)", pid, err, errGuestRefused)
+	}
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+		return nil, fmt.Errorf("process %d of container %s: %w", pid, shortID(containerID), errGuestGone)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open the container's root through /proc/%d/root: %w", pid, err)
 	}
 	root := os.NewFile(uintptr(rfd), "container root")
-	// Read after the root was opened: if pid was another process's when
+	// Again after the root was opened: if pid was another process's when
 	// it was opened, it is not this container's now either.
-	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil || !strings.Contains(string(cg), containerID) {
+	if !inContainer(pid, containerID) {
 		root.Close()
-		return nil, fmt.Errorf("process %d is not container %s (the engine runs in another pid namespace or machine): %v", pid, shortID(containerID), err)
+		return nil, fmt.Errorf("process %d left container %s while its root was opened", pid, shortID(containerID))
 	}
 	dfd, err := unix.Openat2(rfd, strings.TrimPrefix(GuestSocketDir, "/"), &unix.OpenHow{
 		Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: guestResolve})
@@ -66,6 +87,36 @@ func openGuestSock(pid int64, containerID string) (*guestSock, error) {
 		return nil, fmt.Errorf("the container's %s is not a tmpfs of %d bytes (type %#x, %d bytes): %v", GuestSocketDir, sockQuotaBytes, st.Type, int64(st.Blocks)*st.Bsize, err)
 	}
 	return &guestSock{root: root, dir: dir}, nil
+}
+
+// errGuestRefused: the container's init refused the kernel its root.
+var errGuestRefused = errors.New("the sandboxed process does not let the kernel into its filesystem")
+
+// errGuestGone: the container's pid names no process here.
+var errGuestGone = errors.New("no such process here")
+
+// procUID is the real uid process pid runs as, -1 if unknown.
+func procUID(pid int64) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+			if n, err := strconv.Atoi(f[1]); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// inContainer says whether process pid is in the cgroup of the container
+// (its path names the container id under every cgroup driver). A process
+// cannot change what its cgroup file says.
+func inContainer(pid int64, containerID string) bool {
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	return err == nil && strings.Contains(string(cg), containerID)
 }
 
 // dial returns the address go-plugin dials for the socket the plugin
