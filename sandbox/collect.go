@@ -41,16 +41,18 @@ func collectAfterCommit(collect func(context.Context) error) grpc.UnaryClientInt
 	}
 }
 
-// collect copies the container's /out (a tmpfs of the template's
-// OutBytes: a write past it fails with ENOSPC inside) to the host OutDir.
-// When /out is full it stops the sandbox, empties the host OutDir and
-// returns SANDBOX_QUOTA_EXCEEDED; what a later Wait or Status reports says
-// the same.
+// collect checks the container's socket tmpfs, when it has one, and
+// copies its /out (a tmpfs of the template's OutBytes: a write past it
+// fails with ENOSPC inside) to the host OutDir. When either is full it
+// stops the sandbox, empties the host OutDir and returns
+// SANDBOX_QUOTA_EXCEEDED; what a later Wait or Status reports says the
+// same.
 func (r *containerRunner) collect(ctx context.Context) error {
 	r.collectMu.Lock()
 	defer r.collectMu.Unlock()
 	r.mu.Lock()
 	over := r.over
+	sockFull := r.guest != nil && r.guest.full()
 	r.mu.Unlock()
 	if over != nil {
 		return exitError(r.spec.Name, r.limits, rt.Exit{}, false, over.String())
@@ -60,6 +62,12 @@ func (r *containerRunner) collect(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), collectTimeout)
 	defer cancel()
+	if sockFull {
+		return r.stopFull(ctx, overQuota{what: GuestSocketDir + " (its socket directory)", dir: GuestSocketDir, used: sockQuotaBytes, limit: sockQuotaBytes, full: true})
+	}
+	if !r.outVolume {
+		return nil
+	}
 	rc, err := r.c.archiver.CopyFrom(ctx, r.id, GuestOut)
 	if err != nil {
 		return fmt.Errorf("sandbox %s: read /out: %w", r.spec.Name, err)
@@ -75,7 +83,12 @@ func (r *containerRunner) collect(ctx context.Context) error {
 		}
 		return nil
 	}
-	q := overQuota{what: GuestOut, dir: r.spec.OutDir, used: res.used, limit: r.limits.OutBytes, entries: res.entries, max: quotaMaxEntries, full: true}
+	return r.stopFull(ctx, overQuota{what: GuestOut, dir: r.spec.OutDir, used: res.used, limit: r.limits.OutBytes, entries: res.entries, max: quotaMaxEntries, full: true})
+}
+
+// stopFull stops the sandbox for a full filesystem q and empties the host
+// OutDir.
+func (r *containerRunner) stopFull(ctx context.Context, q overQuota) error {
 	r.mu.Lock()
 	r.over = &q
 	r.mu.Unlock()
@@ -84,9 +97,11 @@ func (r *containerRunner) collect(ctx context.Context) error {
 	if kerr := r.c.cfg.Runtime.Kill(ctx, r.id, ""); kerr != nil {
 		r.c.log.Warn("stopping a sandbox over its disk quota", "plugin", r.spec.Name, "error", kerr)
 	}
-	if derr := emptyDir(r.spec.OutDir); derr != nil {
-		r.c.log.Warn("discarding an output over its quota", "dir", r.spec.OutDir, "error", derr)
+	if r.spec.OutDir != "" {
+		if derr := emptyDir(r.spec.OutDir); derr != nil {
+			r.c.log.Warn("discarding an output over its quota", "dir", r.spec.OutDir, "error", derr)
+		}
 	}
-	r.c.log.Warn("sandbox stopped: disk quota exceeded", "plugin", r.spec.Name, "dir", GuestOut, "bytes", q.used, "limit", q.limit, "entries", q.entries)
+	r.c.log.Warn("sandbox stopped: disk quota exceeded", "plugin", r.spec.Name, "dir", q.what, "bytes", q.used, "limit", q.limit, "entries", q.entries)
 	return exitError(r.spec.Name, r.limits, rt.Exit{}, false, q.String())
 }

@@ -32,6 +32,10 @@ import (
 // kernel that owns it. Not the plugin's fault, so callers must not blame it.
 const CodeKilledExternally = "SANDBOX_KILLED_EXTERNALLY"
 
+// CodeSocketUnreachable: the kernel could not reach the plugin's socket
+// in its container because the plugin shut it out.
+const CodeSocketUnreachable = "SANDBOX_SOCKET_UNREACHABLE"
+
 // CodeEngineLost: the container engine stopped answering about a running
 // sandbox (its wait ended without an exit status). Not the plugin's fault
 // either.
@@ -80,6 +84,10 @@ type Containers struct {
 	// archiver reads a container's /out through the engine; nil when the
 	// runtime adapter cannot (then /out is a watched host bind mount).
 	archiver rt.Archiver
+	// sockBind is set once a container's socket tmpfs could not be
+	// reached from the host (see guestSock): every later container's
+	// socket directory is then a watched host bind mount.
+	sockBind atomic.Bool
 }
 
 // NewContainers checks the engine (RUNTIME_UNREACHABLE with install
@@ -227,9 +235,10 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 		c: c, spec: spec, tpl: tpl, seccomp: seccomp, lc: lc, proxy: proxy,
 		limits: limits, outVolume: spec.OutDir != "" && c.archiver != nil && outputsRead(spec.Kind),
 		outPrivate: spec.OutDir != "" && c.archiver != nil && !outputsRead(spec.Kind),
+		sockTmpfs:  c.sockTmpfs(tpl),
 	}
 	var collect func(context.Context) error
-	if cr.outVolume {
+	if outputsRead(spec.Kind) && (cr.outVolume || cr.sockTmpfs) {
 		collect = cr.collect
 		cfg.GRPCDialOptions = append(cfg.GRPCDialOptions, grpc.WithChainUnaryInterceptor(cr.collectUnary))
 	}
@@ -244,6 +253,26 @@ func (c *Containers) Prepare(ctx context.Context, spec LaunchSpec, cfg *plugin.C
 		Status:  cr.status,
 		Collect: collect,
 	}, nil
+}
+
+// sockTmpfs says whether a container of tpl gets its socket directory as
+// a tmpfs of sockQuotaBytes that the kernel reaches through
+// /proc/PID/root. A runtime other than runc (gVisor, a VM) keeps its
+// mounts where the host's /proc does not reach, so it keeps the watched
+// bind mount, as does every container once one's tmpfs was unreachable.
+func (c *Containers) sockTmpfs(tpl Template) bool {
+	why := ""
+	switch {
+	case c.sockBind.Load():
+		why = "an earlier container's socket directory was out of the kernel's reach"
+	case tpl.OCIRuntime != "" && tpl.OCIRuntime != "runc":
+		why = "its OCI runtime " + tpl.OCIRuntime + " keeps the container's mounts out of the host's /proc"
+	default:
+		return true
+	}
+	c.log.Warn("a sandbox's socket directory is a watched host directory, bounded only after the fact (a fast writer can put more than 1 MiB on the host disk before it is stopped)",
+		"template", tpl.Name, "reason", why)
+	return false
 }
 
 func safeName(s string) string {
@@ -361,6 +390,11 @@ type containerRunner struct {
 	// archive service is one that knows tmpfs volumes: an older one would
 	// make an unbounded volume, so it keeps the watched bind mount.)
 	outPrivate bool
+	// sockTmpfs: the socket directory is a tmpfs of sockQuotaBytes in the
+	// container, reached through guest (guarded by mu) once it started;
+	// otherwise it is the host's hostSock, bind mounted and watched.
+	sockTmpfs bool
+	guest     *guestSock
 }
 
 // outputsRead says whether the kernel reads what a plugin of kind writes
@@ -408,7 +442,11 @@ func (r *containerRunner) containerSpec() rt.Spec {
 	bin := guestName(r.spec)
 	mounts := []rt.Mount{
 		{Type: rt.MountBind, Source: r.spec.Binary, Target: GuestPluginDir + "/" + bin, ReadOnly: true},
-		{Type: rt.MountBind, Source: r.hostSock, Target: GuestSocketDir},
+	}
+	if r.sockTmpfs {
+		mounts = append(mounts, rt.Mount{Type: rt.MountTmpfs, Target: GuestSocketDir, TmpfsSize: sockQuotaBytes, TmpfsMode: "1777"})
+	} else {
+		mounts = append(mounts, rt.Mount{Type: rt.MountBind, Source: r.hostSock, Target: GuestSocketDir})
 	}
 	if r.tpl.RunsCode {
 		mounts = append(mounts, rt.Mount{Type: rt.MountTmpfs, Target: GuestTmp, TmpfsSize: codeTmpfsBytes, TmpfsMode: "1777", TmpfsExec: true})
@@ -458,8 +496,104 @@ func (r *containerRunner) containerSpec() rt.Spec {
 	}
 }
 
-// Start creates the container, attaches to its output and starts it.
+// Start creates the container, attaches to its output and starts it. A
+// container whose socket tmpfs the kernel cannot reach is discarded
+// before go-plugin reads a line of it, and started again with a watched
+// bind mount (and so is every later one; the log says why).
 func (r *containerRunner) Start(ctx context.Context) error {
+	if err := r.start(ctx); err != nil {
+		return err
+	}
+	if r.sockTmpfs {
+		switch err := r.openGuest(ctx); {
+		case err == nil:
+		case errors.Is(err, errGuestRefused):
+			r.discard()
+			r.lc.Fail(err.Error())
+			_ = r.lc.Cleanup()
+			return uerr.Wrap(err, CodeSocketUnreachable, "plugin "+r.spec.Name+" could not be reached in its sandbox",
+				err.Error()+"; a plugin's socket lives in its container, which the kernel enters through /proc (a process that makes itself undumpable shuts it out)",
+				"report it to the plugin's author: a plugin must not change its dumpable flag")
+		case errors.Is(err, errGuestGone) && !r.runsStill(ctx):
+			// It already ended: go-plugin reports how.
+		default:
+			r.c.sockBind.Store(true)
+			r.c.log.Warn("cannot reach a container's socket tmpfs from the host: socket directories are watched host directories from now on, bounded only after the fact",
+				"plugin", r.spec.Name, "error", err)
+			r.discard()
+			r.sockTmpfs = false
+			if err := r.start(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	_ = r.lc.To(StateRunning)
+	r.watchQuota()
+	return nil
+}
+
+// runsStill says whether the engine still runs the container under the
+// same pid a moment after that pid was found to be no process here: then
+// its pids are not this machine's. (Right after its init exits the engine
+// may not have noticed yet: a plugin that exits at once must not look
+// like such an engine.)
+func (r *containerRunner) runsStill(ctx context.Context) bool {
+	before, found, err := r.c.cfg.Runtime.Inspect(ctx, r.id)
+	if err != nil || !found || !before.Running {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(500 * time.Millisecond):
+	}
+	after, found, err := r.c.cfg.Runtime.Inspect(ctx, r.id)
+	return err == nil && found && after.Running && after.Pid == before.Pid
+}
+
+// openGuest opens the running container's socket directory (guestSock).
+func (r *containerRunner) openGuest(ctx context.Context) error {
+	st, found, err := r.c.cfg.Runtime.Inspect(ctx, r.id)
+	if err != nil || !found {
+		return fmt.Errorf("inspect container %s: found=%v %v", shortID(r.id), found, err)
+	}
+	g, err := openGuestSock(st.Pid, r.id, r.c.uid)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.guest = g
+	r.mu.Unlock()
+	r.lc.OnCleanup("close the container's socket directory", func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.guest == nil {
+			return nil
+		}
+		err := r.guest.close()
+		r.guest = nil
+		return err
+	})
+	return nil
+}
+
+// discard removes a container that just started, before anything read
+// its output (its pipes are closed, so its attach ends), freeing its name
+// for the next one.
+func (r *containerRunner) discard() {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := r.c.cfg.Runtime.Remove(ctx, r.id, true, true); err != nil {
+		r.c.log.Warn("removing a discarded sandbox", "plugin", r.spec.Name, "error", err)
+	}
+	r.attachStop()
+	r.stdoutR.Close()
+	r.stderrR.Close()
+	<-r.attachDone
+}
+
+// start creates and starts one container for the runner.
+func (r *containerRunner) start(ctx context.Context) error {
 	rtm := r.c.cfg.Runtime
 	id, err := rtm.Create(ctx, r.containerSpec())
 	if err != nil {
@@ -514,22 +648,27 @@ func (r *containerRunner) Start(ctx context.Context) error {
 		_ = r.lc.Cleanup()
 		return fmt.Errorf("sandbox %s: start: %w", r.spec.Name, err)
 	}
-	_ = r.lc.To(StateRunning)
-	r.watchQuota()
 	return nil
 }
 
-// watchQuota bounds the host directories the plugin can write: its socket
-// directory (sockQuotaBytes) and, when /out is a bind mount (an adapter
-// without CopyFrom), /out (the template's OutBytes). A bind mount cannot
-// carry a size, so the kernel measures them and stops the sandbox the
-// moment one is over, then discards what it wrote there.
+// watchQuota bounds the host directories the plugin can write where
+// they are bind mounts: its socket directory (sockQuotaBytes) when it is
+// not a tmpfs, and /out (the template's OutBytes) with an adapter without
+// CopyFrom. A bind mount cannot carry a size, so the kernel measures them
+// and stops the sandbox the moment one is over, then discards what it
+// wrote there. Nothing is watched when both are filesystems of their size.
 func (r *containerRunner) watchQuota() {
 	out := r.spec.OutDir
 	if r.outVolume || r.outPrivate {
 		out = "" // bounded by its filesystem, see collect
 	}
 	dirs := sandboxQuotaDirs(GuestSocketDir, r.hostSock, out, r.limits.OutBytes)
+	if r.sockTmpfs {
+		dirs = dirs[1:] // a tmpfs of its size, see guestSock
+	}
+	if len(dirs) == 0 {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.mu.Lock()
 	r.quotaStop = cancel
@@ -706,8 +845,20 @@ func (r *containerRunner) PluginToHost(pluginNet, pluginAddr string) (string, st
 		return "", "", fmt.Errorf("sandbox %s: plugin advertised %s address %q; only unix sockets cross the sandbox", r.spec.Name, pluginNet, pluginAddr)
 	}
 	rel, ok := strings.CutPrefix(pluginAddr, GuestSocketDir+"/")
-	if !ok || strings.Contains(rel, "/") || rel == "" || rel == ".." {
+	if !ok || strings.Contains(rel, "/") || rel == "" || rel == "." || rel == ".." {
 		return "", "", fmt.Errorf("sandbox %s: plugin advertised socket %q outside %s", r.spec.Name, pluginAddr, GuestSocketDir)
+	}
+	if r.sockTmpfs {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.guest == nil {
+			return "", "", fmt.Errorf("sandbox %s: its socket directory is closed", r.spec.Name)
+		}
+		addr, err := r.guest.dial(rel)
+		if err != nil {
+			return "", "", fmt.Errorf("sandbox %s: %w", r.spec.Name, err)
+		}
+		return "unix", addr, nil
 	}
 	return "unix", filepath.Join(r.hostSock, rel), nil
 }
@@ -717,6 +868,11 @@ func (r *containerRunner) PluginToHost(pluginNet, pluginAddr string) (string, st
 func (r *containerRunner) HostToPlugin(hostNet, hostAddr string) (string, string, error) {
 	if hostNet != "unix" {
 		return "", "", fmt.Errorf("sandbox %s: cannot hand %s address %q to a sandboxed plugin", r.spec.Name, hostNet, hostAddr)
+	}
+	if r.sockTmpfs {
+		// The broker is multiplexed over the one connection: the plugin
+		// never dials a host socket, and could not see one in its tmpfs.
+		return "", "", fmt.Errorf("sandbox %s: host socket %q is not in the plugin's socket directory (a tmpfs of its own)", r.spec.Name, hostAddr)
 	}
 	rel, err := filepath.Rel(r.hostSock, hostAddr)
 	if err != nil || strings.HasPrefix(rel, "..") || strings.Contains(rel, "/") {

@@ -59,7 +59,9 @@ func BaseImageTar() ([]byte, error) {
 	dirs := []string{"etc", "tmp", "out", "workspace", "plugin", "proc", "dev", "sys", "run", "run/fluffy", "run/fluffy/plugin", "run/fluffy/proxy"}
 	for _, d := range dirs {
 		mode := int64(0o755)
-		if d == "tmp" {
+		// A tmpfs mounted on an image directory takes that directory's
+		// mode (runc), so the ones the sandbox user writes are 1777.
+		if d == "tmp" || d == "run/fluffy/plugin" {
 			mode = 0o1777
 		}
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: mode, ModTime: mtime}); err != nil {

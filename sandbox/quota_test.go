@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -20,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/confine"
+	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	vcspb "github.com/fluffy-waffle/fluffy/plugins/vcs/proto"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -54,9 +56,10 @@ func quotaExit(t *testing.T, r *running) (Status, error) {
 }
 
 // TestDiskQuotaStopsTheSandbox: a plugin writing 4 GiB into /out, or into
-// its socket directory, is stopped past its limit with
-// SANDBOX_QUOTA_EXCEEDED, well before its write ends, and what it wrote to
-// /out is discarded.
+// its socket directory where that is a watched bind mount (a container
+// whose socket tmpfs the kernel cannot reach), is stopped past its limit
+// with SANDBOX_QUOTA_EXCEEDED, well before its write ends, and what it
+// wrote to /out is discarded.
 func TestDiskQuotaStopsTheSandbox(t *testing.T) {
 	needDocker(t)
 	const outLimit = 64 << 20
@@ -76,7 +79,11 @@ func TestDiskQuotaStopsTheSandbox(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := newSpec(t, "code-executor")
 			spec.Limits.OutBytes = outLimit
-			r := launch(t, tenv.containers, spec)
+			cs := tenv.containers
+			if tc.what == GuestSocketDir {
+				cs = bindSockContainers(t)
+			}
+			r := launch(t, cs, spec)
 			if _, err := OperationDir(spec.OutDir, "op1"); err != nil {
 				t.Fatal(err)
 			}
@@ -409,6 +416,11 @@ func helperNonRoot() {
 	}
 	undo = append(undo, r.stop)
 	defer r.stop()
+	// A non-root kernel reaches its container's socket tmpfs through
+	// /proc/PID/root (the container runs as its uid).
+	if cs.sockBind.Load() {
+		fail(errors.New("a non-root kernel could not reach its container's socket tmpfs; it fell back to a watched bind mount"))
+	}
 	if _, err := OperationDir(spec.OutDir, "op1"); err != nil {
 		fail(err)
 	}
@@ -729,6 +741,155 @@ func TestBwrapSocketDirIsATmpfs(t *testing.T) {
 	if st, xerr := quotaExit(t, r); !uerr.HasCode(xerr, CodeQuotaExceeded) {
 		t.Fatalf("sandbox ended with %v (status %+v), want %s", xerr, st, CodeQuotaExceeded)
 	}
+}
+
+// TestSocketDirIsATmpfs: a Docker sandbox's go-plugin socket directory
+// is a tmpfs of 1 MiB in the container, reached by the kernel through
+// /proc/PID/root: a plugin writing 300 MiB into it as fast as it can gets
+// ENOSPC at 1 MiB, the host's socket directories (sampled every few ms)
+// never grow by a byte, and a kind whose outputs the kernel reads fails
+// its call with SANDBOX_QUOTA_EXCEEDED. (It was a host bind mount bounded
+// by a 20 ms watcher, which such a writer overran by hundreds of MiB.)
+func TestSocketDirIsATmpfs(t *testing.T) {
+	needDocker(t)
+	for _, tc := range []struct {
+		kind  string
+		quota bool // the call fails with SANDBOX_QUOTA_EXCEEDED
+	}{
+		{"tool", true},
+		{"provider", false},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			spec := newSpec(t, "code-executor")
+			spec.Kind = tc.kind
+			r := launch(t, tenv.containers, spec)
+			if st := r.launched.Status(); st.Quota != "" || st.Exited {
+				t.Fatalf("status before the write: %+v", st)
+			}
+			// Every socket directory of the test lease on the host, as
+			// du counts it (blocks, not apparent sizes: a sparse or
+			// unlinked-while-open file still takes them).
+			hostSock := filepath.Join(tenv.lease.Dir, "sock")
+			base := diskBlocks(hostSock)
+			var peak atomic.Int64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if n := diskBlocks(hostSock) - base; n > peak.Load() {
+						peak.Store(n)
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(2 * time.Millisecond):
+					}
+				}
+			}()
+			out, err := call(t, r, "fill", map[string]any{"path": GuestSocketDir + "/junk", "bytes": 300 << 20}, 2*time.Minute)
+			close(stop)
+			wg.Wait()
+			t.Logf("call: %+v %v; host socket directories grew by at most %d bytes", out, err, peak.Load())
+			if p := peak.Load(); p > 0 {
+				t.Fatalf("the host disk under the socket directories grew by %d bytes while the plugin wrote its socket directory", p)
+			}
+			if out.OK || !strings.Contains(out.Error, "no space left on device") {
+				t.Fatalf("the write past 1 MiB did not fail with ENOSPC inside the container: %+v %v", out, err)
+			}
+			if out.Count > 1 {
+				t.Fatalf("the plugin wrote %d MiB into its 1 MiB socket directory", out.Count)
+			}
+			if !tc.quota {
+				if err != nil {
+					t.Fatalf("call error = %v, want the plugin's own ENOSPC only", err)
+				}
+				return
+			}
+			if !uerr.HasCode(err, CodeQuotaExceeded) {
+				t.Fatalf("call error = %v, want %s", err, CodeQuotaExceeded)
+			}
+			if ue, _ := uerr.As(err); !strings.Contains(ue.Why, "socket directory") {
+				t.Fatalf("error does not name the socket directory: %v", ue)
+			}
+			if st, xerr := quotaExit(t, r); !uerr.HasCode(xerr, CodeQuotaExceeded) {
+				t.Fatalf("sandbox ended with %v (status %+v), want %s", xerr, st, CodeQuotaExceeded)
+			}
+		})
+	}
+}
+
+// TestUnreachableSocketTmpfsFallsBackToTheWatcher: an engine whose pids
+// are not this machine's (a VM, another pid namespace: here it reports the
+// test's own pid) leaves the kernel no way into a container's socket
+// tmpfs. The container is replaced before the plugin is dialed by one
+// whose socket directory is a watched bind mount (so the plugin still
+// works and an overrun still ends in SANDBOX_QUOTA_EXCEEDED), and later
+// containers start that way at once.
+func TestUnreachableSocketTmpfsFallsBackToTheWatcher(t *testing.T) {
+	needDocker(t)
+	cs, err := NewContainers(context.Background(), ContainersConfig{Runtime: foreignPids{tenv.rt}, Lease: tenv.lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, write := range []bool{false, true} {
+		r := launch(t, cs, newSpec(t, "code-executor"))
+		if !cs.sockBind.Load() {
+			t.Fatalf("launch %d: socket directories are still tmpfs after one was out of reach", i)
+		}
+		if out, err := call(t, r, "write_out", map[string]any{"path": "a.txt", "text": "x"}, time.Minute); err != nil || !out.OK {
+			t.Fatalf("launch %d: a call through the fallback failed: %+v %v", i, out, err)
+		}
+		if !write {
+			continue
+		}
+		_, _ = call(t, r, "fill", map[string]any{"path": GuestSocketDir + "/junk", "bytes": 4 << 30}, 2*time.Minute)
+		if st, xerr := quotaExit(t, r); !uerr.HasCode(xerr, CodeQuotaExceeded) {
+			t.Fatalf("sandbox ended with %v (status %+v), want %s", xerr, st, CodeQuotaExceeded)
+		}
+	}
+}
+
+// foreignPids is the Docker engine as one in another pid namespace looks
+// to the kernel: the pid it reports for a container is some other
+// process here.
+type foreignPids struct{ Runtime }
+
+func (f foreignPids) Inspect(ctx context.Context, id string) (rt.State, bool, error) {
+	st, found, err := f.Runtime.Inspect(ctx, id)
+	st.Pid = int64(os.Getpid())
+	return st, found, err
+}
+
+// bindSockContainers is a Docker launcher whose socket directories are
+// watched host bind mounts, as after a socket tmpfs was out of reach.
+func bindSockContainers(t *testing.T) *Containers {
+	t.Helper()
+	cs, err := NewContainers(context.Background(), ContainersConfig{Runtime: tenv.rt, Lease: tenv.lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.sockBind.Store(true)
+	return cs
+}
+
+// diskBlocks is the disk space the files under dir take (st_blocks), as
+// du reports it.
+func diskBlocks(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && !d.IsDir() {
+				n += st.Blocks * 512
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // TestBwrapTempFilesAreNotInTheSocketDir: under bwrap TMPDIR is the jail's
