@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/fluffy-waffle/fluffy/host/config"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -240,7 +241,7 @@ func runInit(e *env, args []string) error {
 	if *provider != "replay" || *cassette == "" {
 		fmt.Fprintln(e.stdout, config.KeyInstructions(*provider))
 	}
-	if v := keyVar(*provider); v != "" && e.getenv(v) == "" {
+	if v := kernelapi.KeyVar(*provider); v != "" && e.getenv(v) == "" {
 		fmt.Fprintf(e.stdout, "%s is not set in this shell yet: a task says so before sending anything.\n", v)
 	}
 	fmt.Fprintln(e.stdout, `then: fluffy "describe the change"   (or fluffy for the interactive shell)`)
