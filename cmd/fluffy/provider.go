@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/fluffy-waffle/fluffy/host/config"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -82,7 +81,7 @@ func noKeyErr(name string) error {
 }
 
 func noProviderErr() error {
-	return uerr.New(kernel.CodeNoProvider, "no AI provider is configured",
+	return uerr.New(kernelapi.CodeNoProvider, "no AI provider is configured",
 		"a task needs a provider to talk to a model: none was given with --provider or FLUFFY_PROVIDER, and no config file names one",
 		"run `fluffy init` (it detects the project and writes .fluffy/config.yaml), or pass --provider openai|anthropic|ollama|replay; `fluffy config set provider NAME` also works")
 }

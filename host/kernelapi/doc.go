@@ -3,8 +3,10 @@
 // options, opens its task runner, and registers every method the CLI calls
 // on a host/daemon.Daemon as a method of Service. It also owns the
 // provider settings the CLI and the kernel both resolve (API key, model,
-// replay cassette) and the audit reads a CLI answers from the running
-// kernel or, when none runs, from the database opened read-only.
+// replay cassette), the audit reads a CLI answers from the running
+// kernel or, when none runs, from the database opened read-only, and the
+// kernels a CLI command opens in its own process (OpenLocal: one tool
+// call, an MCP server's tools; OpenRegistry: the home's plugin registry).
 //
 // It is its own package, not part of host/daemon, so that the daemon stays
 // the transport and lifecycle of a kernel process (lock, socket, idle

@@ -15,7 +15,7 @@ type Trust struct {
 	project string
 	v       Verbs
 	Path    string
-	content       []byte
+	content []byte
 	// Policy is the file loaded (a file that does not load is not
 	// trusted: it would not apply).
 	Policy *Policy
