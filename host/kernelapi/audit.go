@@ -29,33 +29,45 @@ type (
 // exportChunk bounds one AuditChunk event, well under an IPC frame.
 const exportChunk = 256 << 10
 
-func (s *Service) auditLog(ctx context.Context, req *ipc.Request) (any, error) {
+// auditMethods serve the audit verbs from the log the kernel holds open.
+type auditMethods struct{ l *audit.Log }
+
+// registerAudit registers the audit methods of l on d.
+func registerAudit(d *daemon.Daemon, l *audit.Log) {
+	a := auditMethods{l: l}
+	d.Handle(daemon.MethodAuditLog, a.log)
+	d.Handle(daemon.MethodAuditVerify, a.verify)
+	d.Handle(daemon.MethodAuditExport, a.export)
+	d.Handle(daemon.MethodAuditStats, a.stats)
+}
+
+func (a auditMethods) log(ctx context.Context, req *ipc.Request) (any, error) {
 	var q daemon.AuditQuery
 	if err := decodeParams(req, &q); err != nil {
 		return nil, err
 	}
-	recs, err := s.k.Audit.Query(ctx, auditFilter(q))
+	recs, err := a.l.Query(ctx, auditFilter(q))
 	if recs == nil && err == nil {
 		recs = []audit.Record{}
 	}
 	return recs, err
 }
 
-func (s *Service) auditVerify(ctx context.Context, req *ipc.Request) (any, error) {
+func (a auditMethods) verify(ctx context.Context, req *ipc.Request) (any, error) {
 	var p daemon.AuditVerifyParams
 	if err := decodeParams(req, &p); err != nil {
 		return nil, err
 	}
-	return verify(ctx, s.k.Audit, p.All)
+	return verify(ctx, a.l, p.All)
 }
 
-func (s *Service) auditStats(ctx context.Context, req *ipc.Request) (any, error) {
-	return s.k.Audit.Stats(ctx)
+func (a auditMethods) stats(ctx context.Context, req *ipc.Request) (any, error) {
+	return a.l.Stats(ctx)
 }
 
-func (s *Service) auditExport(ctx context.Context, req *ipc.Request) (any, error) {
+func (a auditMethods) export(ctx context.Context, req *ipc.Request) (any, error) {
 	w := &chunkWriter{emit: func(b []byte) error { return req.Emit(daemon.AuditChunk{Data: string(b)}) }}
-	n, err := s.k.Audit.Export(ctx, w)
+	n, err := a.l.Export(ctx, w)
 	if err == nil {
 		err = w.flush()
 	}

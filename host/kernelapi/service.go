@@ -50,13 +50,10 @@ func (s *Service) Register() {
 		daemon.MethodSessionUndo:    s.sessionUndo,
 		daemon.MethodSessionPin:     s.sessionPin,
 		daemon.MethodSessionMode:    s.sessionMode,
-		daemon.MethodAuditLog:       s.auditLog,
-		daemon.MethodAuditVerify:    s.auditVerify,
-		daemon.MethodAuditExport:    s.auditExport,
-		daemon.MethodAuditStats:     s.auditStats,
 	} {
 		s.d.Handle(name, m)
 	}
+	registerAudit(s.d, s.k.Audit)
 }
 
 // need is nil when tasks can run, else why not.
