@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/atomicfile"
-	"github.com/fluffy-waffle/fluffy/host/audit"
-	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/host/daemon"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -31,28 +31,11 @@ func (a *auditFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.db, "db", "", "`DIR` the database directory (default <project>/.fluffy/db)")
 }
 
-func (a *auditFlags) dir() string {
-	if a.db != "" {
-		return a.db
-	}
-	return store.DefaultDir(a.project)
-}
-
-// openAudit opens the project's audit log; a project without a database is
-// an error rather than a silently created empty one.
-func openAudit(e *env, cmd string, a *auditFlags) (*audit.Log, error) {
-	dir := a.dir()
-	// Only a directory that is not there is "no database"; any other
-	// error (another user's 0700 directory) is reported by store.Open
-	// with its cause.
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil, uerr.New("AUDIT_NO_DATABASE", "no audit database at "+dir,
-			"fluffy has not run in this project yet, or the path is wrong",
-			"run `fluffy audit "+cmd+"` inside the project, or pass --project DIR or --db DIR")
-	}
-	// Every audit verb only reads: the database is opened read-only, so
-	// it is never moved, recovered or written, whoever runs the command.
-	return audit.Open(context.Background(), audit.Options{Dir: dir, Logger: e.log, ReadOnly: true})
+// openAudit reads the project's audit log through its running kernel (it
+// holds the database), else from the database opened read-only; --db
+// names a database to open directly.
+func openAudit(e *env, cmd string, a *auditFlags) (*kernelapi.AuditReader, error) {
+	return kernelapi.OpenAudit(context.Background(), kernelapi.AuditOptions{Home: e.home, Project: a.project, DB: a.db, Logger: e.log, Verb: cmd})
 }
 
 func parseTimeFlag(name, v string) (time.Time, error) {
@@ -87,7 +70,7 @@ func auditLog(e *env, a auditFlags, since, until, types, session *string, limit 
 	if *limit < 0 {
 		return usageErr("audit log", "--limit must not be negative", "pass 0 for all records")
 	}
-	f := audit.Filter{SessionID: *session, Limit: *limit, Newest: true}
+	f := daemon.AuditQuery{Session: *session, Limit: *limit}
 	var err error
 	if f.Since, err = parseTimeFlag("since", *since); err != nil {
 		return err
@@ -97,7 +80,7 @@ func auditLog(e *env, a auditFlags, since, until, types, session *string, limit 
 	}
 	for _, t := range strings.Split(*types, ",") {
 		if t = strings.TrimSpace(t); t != "" {
-			f.Types = append(f.Types, audit.EventType(t))
+			f.Types = append(f.Types, t)
 		}
 	}
 	l, err := openAudit(e, "log", &a)
@@ -148,14 +131,14 @@ func auditVerifyFlags(e *env, fs *flag.FlagSet) func([]string) error {
 }
 
 func auditVerify(e *env, a auditFlags, all *bool, file *string, asJSON *bool) error {
-	var rep audit.Report
+	var rep kernelapi.AuditReport
 	if *file != "" {
 		f, err := os.Open(*file)
 		if err != nil {
 			return uerr.Wrap(err, "AUDIT_BAD_EXPORT", "cannot open "+*file, err.Error(), "check the path of the export")
 		}
 		defer f.Close()
-		if rep, err = audit.VerifyJSONL(context.Background(), f); err != nil {
+		if rep, err = kernelapi.VerifyJSONL(context.Background(), f); err != nil {
 			return err
 		}
 	} else {
@@ -166,12 +149,6 @@ func auditVerify(e *env, a auditFlags, all *bool, file *string, asJSON *bool) er
 		defer l.Close()
 		if rep, err = l.Verify(context.Background(), *all); err != nil {
 			return err
-		}
-		// Opening the log already checked the tail and, on a break, began a
-		// new segment after it; report that break rather than the clean
-		// new segment.
-		if st := l.StartupReport(); !*all && !st.OK() {
-			rep = st
 		}
 	}
 	if *asJSON {
@@ -281,13 +258,15 @@ func auditStats(e *env, a auditFlags, asJSON *bool) error {
 	if s.HorizonID > 0 {
 		fmt.Fprintf(e.stdout, "retention removed records before id %d\n", s.HorizonID)
 	}
+	counts := make(map[string]uint64, len(s.ByType))
 	types := make([]string, 0, len(s.ByType))
-	for t := range s.ByType {
+	for t, n := range s.ByType {
 		types = append(types, string(t))
+		counts[string(t)] = n
 	}
 	sort.Strings(types)
 	for _, t := range types {
-		fmt.Fprintf(e.stdout, "  %-24s %d\n", t, s.ByType[audit.EventType(t)])
+		fmt.Fprintf(e.stdout, "  %-24s %d\n", t, counts[t])
 	}
 	return nil
 }

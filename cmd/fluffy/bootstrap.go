@@ -22,12 +22,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
-	"github.com/fluffy-waffle/fluffy/sandbox"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
+	"github.com/fluffy-waffle/fluffy/host/sandboxadmin"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -344,13 +342,13 @@ func (b *bootstrap) detectRuntime(ctx context.Context) error {
 	}
 	return uerr.Wrap(last, "RUNTIME_UNREACHABLE", "cannot start the fluffy kernel: no container engine",
 		fmt.Sprintf("neither docker nor podman answered (%v); the kernel runs in an L1 container", last),
-		sandbox.InstallGuidance(runtime.GOOS)+"; or run without L1: fluffy --l1=none")
+		sandboxadmin.InstallGuidance(runtime.GOOS)+"; or run without L1: fluffy --l1=none")
 }
 
 // ensureImage imports the L1 image (an empty rootfs: the kernel is the
 // static fluffy binary, bind-mounted) once per content hash. No registry.
 func (b *bootstrap) ensureImage(ctx context.Context) (string, error) {
-	tarball, err := sandbox.BaseImageTar()
+	tarball, err := sandboxadmin.BaseImageTar()
 	if err != nil {
 		return "", err
 	}
@@ -373,10 +371,10 @@ func (b *bootstrap) containerName() string {
 }
 
 func (b *bootstrap) startL1(ctx context.Context, exe, image string) error {
-	sock := sandbox.EngineSocketFromEnv(b.e.getenv)
+	sock := sandboxadmin.EngineSocket(b.e.getenv)
 	fi, err := os.Stat(sock)
 	if err != nil {
-		return sandbox.ErrEngineUnreachable(err)
+		return sandboxadmin.ErrEngineUnreachable(err)
 	}
 	st := fi.Sys().(*syscall.Stat_t)
 	var r [3]byte
@@ -412,10 +410,10 @@ func (b *bootstrap) startL1(ctx context.Context, exe, image string) error {
 	// only the host can ask; the kernel in L1 checks it under /host.
 	// "off" when the host has none (or the user turned it off).
 	hostGoCache := "off"
-	if gc := kernel.HostGoCache(b.e.getenv, b.e.home, b.project, "", hclog.NewNullLogger()); gc.Path != "" {
-		hostGoCache = gc.Path
+	if gc := kernelapi.HostGoCache(b.e.getenv, b.e.home, b.project); gc != "" {
+		hostGoCache = gc
 	}
-	args = append(args, "-e", kernel.EnvHostGoCache+"="+hostGoCache)
+	args = append(args, "-e", kernelapi.EnvHostGoCache+"="+hostGoCache)
 	args = append(args, image, exe, "kernel", "--project", b.project, "--log", b.paths.Log)
 	cmd := exec.CommandContext(ctx, b.cli, args...)
 	cmd.Env = os.Environ()

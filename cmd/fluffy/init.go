@@ -12,7 +12,8 @@ import (
 	"strings"
 
 	"github.com/fluffy-waffle/fluffy/host/config"
-	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
+	"github.com/fluffy-waffle/fluffy/host/policyverbs"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -63,11 +64,9 @@ func langLine(langs []projectLang) string {
 	return strings.Join(parts, ", ")
 }
 
-// writeVerdict is what the active policy decides for an AI write of path
-// through the L2 sandbox, with the first reason.
-func writeVerdict(eng *policy.Engine, path string) (string, string) {
-	res := eng.Evaluate(context.Background(), policy.Request{Syscall: "fs.write", Path: path, Sandbox: "code-executor", SessionMode: "strict",
-		Caller: policy.Caller{Kind: "plugin", Plugin: "tool-fs", PluginKind: "tool", Tags: []string{"core_plugin"}}})
+// writeVerdict names what the active policy decided for an AI write of a
+// path, with the first reason.
+func writeVerdict(res policyverbs.Result) (string, string) {
 	why := ""
 	if len(res.Reasons) > 0 {
 		why = res.Reasons[0]
@@ -78,9 +77,9 @@ func writeVerdict(eng *policy.Engine, path string) (string, string) {
 		}
 	}
 	switch res.Decision {
-	case policy.Allow:
+	case policyverbs.Allow:
 		return "writable", why
-	case policy.RequireReview:
+	case policyverbs.RequireReview:
 		return "after your review", why
 	}
 	return "never", why
@@ -89,19 +88,18 @@ func writeVerdict(eng *policy.Engine, path string) (string, string) {
 // writesLines says what the AI may write in this project and why, from the
 // project's active policy, for paths in the detected language's layout.
 func writesLines(e *env, project string, langs []projectLang) []string {
-	p, err := activePolicy(e, project)
-	if err != nil {
-		return []string{"the policy does not load: " + safeLine(uerr.From(err).What, 200)}
-	}
-	eng := policy.NewEngine(p, policy.Options{Logger: e.log})
-	defer eng.Close()
 	l := projectLang{source: "main.go", test: "main_test.go", manifest: "go.mod"}
 	if len(langs) > 0 {
 		l = langs[0]
 	}
+	paths := []string{l.source, l.test, l.manifest, ".env"}
+	p, results, err := policyverbs.New(e.home, e.log).AIWrites(context.Background(), project, paths)
+	if err != nil {
+		return []string{"the policy does not load: " + safeLine(uerr.From(err).What, 200)}
+	}
 	out := []string{fmt.Sprintf("policy %s:", safeLine(p.File, 200))}
-	for _, path := range []string{l.source, l.test, l.manifest, ".env"} {
-		v, why := writeVerdict(eng, path)
+	for i, path := range paths {
+		v, why := writeVerdict(results[i])
 		out = append(out, fmt.Sprintf("  %-18s %s — %s", path, v, safeLine(orDash(why), 160)))
 	}
 	out = append(out, "in strict mode (the default) a task writes a failing test first, then the code until the tests pass;",
@@ -237,7 +235,7 @@ func runInit(e *env, usage string, provider, model, cassette, project *string, u
 	if *provider != "replay" || *cassette == "" {
 		fmt.Fprintln(e.stdout, config.KeyInstructions(*provider))
 	}
-	if v := keyVar(*provider); v != "" && e.getenv(v) == "" {
+	if v := kernelapi.KeyVar(*provider); v != "" && e.getenv(v) == "" {
 		fmt.Fprintf(e.stdout, "%s is not set in this shell yet: a task says so before sending anything.\n", v)
 	}
 	fmt.Fprintln(e.stdout, `then: fluffy "describe the change"   (or fluffy for the interactive shell)`)

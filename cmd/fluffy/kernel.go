@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,8 +15,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/config"
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
-	"github.com/fluffy-waffle/fluffy/policy/pin"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/uerr"
 	"github.com/hashicorp/go-hclog"
 )
@@ -51,127 +49,10 @@ func kernelRun(e *env, project *string, idle *time.Duration, logFile *string) er
 	if err != nil {
 		return err
 	}
-	inL1 := e.getenv("FLUFFY_IN_L1") == "1"
-	d, err := daemon.New(daemon.Options{Home: e.home, Project: ws, Logger: e.log, IdleTimeout: *idle})
-	if err != nil {
-		return err
-	}
-	defer d.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// What each provider starts with when a task brings no configuration.
-	// The CLI sends its own with every task (provider.go): the provider,
-	// model and key of the shell that typed it, not of the one that
-	// started this kernel.
-	pluginCfg := map[string][]byte{}
-	var cfgErr error
-	for _, p := range []string{"openai", "anthropic", "replay"} {
-		if b, err := providerConfig(e, cfg, p, ""); err == nil {
-			pluginCfg[providerPlugin(p)] = b
-		}
-	}
-	if p := cfg.String("provider"); p != "" {
-		if b, err := providerConfig(e, cfg, p, modelFor(cfg, p, false)); err == nil {
-			pluginCfg[providerPlugin(p)] = b
-		} else {
-			e.log.Warn("the configured provider's settings are incomplete; tasks must bring their own", "provider", p, "error", err)
-		}
-	}
-	k, err := kernel.Open(ctx, kernel.Options{
-		Home: e.home, Workspace: ws, PythonVenv: cfg.String("test.python_venv"), Logger: e.log, ProjectSession: true, Sandbox: cfg.String("sandbox"), Getenv: e.getenv,
-		BuiltinDirs: builtinPluginDirs(e), PluginConfig: pluginCfg,
-		// Clients get their prompt while the adapter starts and the image
-		// is readied; the first plugin start waits for them.
-		SandboxInBackground: true,
-	})
-	if err != nil {
-		return err
-	}
-	defer k.Close()
-	to := taskOptions(cfg)
-	to.Logger = e.log
-	var tasks *kernel.Tasks
-	if cfgErr == nil {
-		tasks, cfgErr = k.OpenTasks(ctx, to)
-	}
-	if cfgErr != nil {
-		e.log.Warn("tasks are not possible", "error", cfgErr)
-	} else {
-		defer tasks.Close()
-		if err := k.RestoreConversation(tasks.Agent()); err != nil {
-			e.log.Error("the session's conversation is not restored", "session", k.Session.ID(), "error", err)
-		}
-	}
-	serveTasks(d, k, tasks, cfgErr, cfg.String("agent.on_disconnect") == "cancel", func() daemon.SessionStatus {
-		st := daemon.SessionStatus{Session: k.Session.ID(), L1: inL1, Sandbox: cfg.String("sandbox"), Provider: to.Provider, Model: to.Model, Pending: len(k.Session.Changes())}
-		if p := k.Policy.Policy(); p != nil {
-			st.Policy = pin.Describe(p)
-			st.TestFiles = p.Tests.Describe()
-			if p.Unapproved != nil {
-				st.PolicyWarning = p.Unapproved.Notice()
-			}
-		}
-		if tasks != nil {
-			ws := tasks.Machine().Status()
-			st.Mode, st.State, st.Writable = string(ws.Mode), string(ws.State), []string{ws.Writable}
-			st.Running = tasks.Running()
-			st.Budget = tasks.Agent().Budget()
-			if ws.Budget.Locked {
-				st.Debt = "locked"
-			}
-		} else {
-			// No task runner (no provider configured): the session still
-			// has its saved mode and state, and the user is told why no
-			// task can run before typing one.
-			if sum, err := k.DescribeSession(k.Session.ID()); err == nil {
-				st.Mode, st.State = sum.Mode, sum.State
-			}
-			st.NoTasks = noTasksLine(cfgErr)
-		}
-		return st
-	})
-	if tasks != nil {
-		// A task outlives its client (agent.on_disconnect: continue), and
-		// Serve waits for every connection: a signal must end the task too,
-		// or a kernel whose task waits for a review never exits.
-		go func() {
-			<-ctx.Done()
-			_ = tasks.Cancel()
-		}()
-	}
-	// A project database that stopped writing on a full disk holds what
-	// it accepted in its log, but this kernel's audit chain and workflow
-	// may be ahead of it: only a new kernel (the next command starts one
-	// once space is freed) goes on. This one exits once its task ended.
-	go func() {
-		select {
-		case <-k.ProjectDB.Full():
-		case <-ctx.Done():
-			return
-		}
-		for tasks != nil && tasks.Running() {
-			time.Sleep(100 * time.Millisecond)
-		}
-		e.log.Error("the project database stopped writing on a full disk; the kernel exits", "error", k.ProjectDB.FullErr())
-		d.Shutdown()
-	}()
-	d.Handle("kernel.status", statusWith(d, map[string]any{"l1": inL1, "sandbox": cfg.String("sandbox"), "version": Version}))
-	e.log.Info("kernel ready", "project", ws, "socket", d.Paths().Socket, "l1", inL1)
-	return d.Serve(ctx)
-}
-
-// statusWith wraps the daemon's status with kernel facts.
-func statusWith(d *daemon.Daemon, extra map[string]any) daemon.Method {
-	return func(ctx context.Context, req *ipc.Request) (any, error) {
-		st, err := d.Status()
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range extra {
-			st[k] = v
-		}
-		return st, nil
-	}
+	return kernelapi.Serve(ctx, kernelapi.Options{Home: e.home, Project: ws, Config: cfg, Logger: e.log, IdleTimeout: *idle,
+		Getenv: e.getenv, BuiltinDirs: builtinPluginDirs(e), Version: Version})
 }
 
 // existingDir resolves dir without creating it.
@@ -250,17 +131,4 @@ func kernelStop(e *env, project *string) error {
 	}
 	fmt.Fprintln(e.stdout, "kernel stopped")
 	return nil
-}
-
-// noTasksLine says in one line why tasks cannot run, with the fix when the
-// error is a structured one.
-func noTasksLine(err error) string {
-	var ue *uerr.Error
-	if errors.As(err, &ue) {
-		if ue.Fix != "" {
-			return ue.What + "; " + ue.Fix
-		}
-		return ue.What
-	}
-	return err.Error()
 }

@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/host/mcpconfig"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -224,7 +224,7 @@ func mcpToolsFlags(e *env, fs *flag.FlagSet) func([]string) error {
 }
 
 func mcpTools(e *env, project, sb *string, asJSON *bool, pos []string) error {
-	if *sb == kernel.SandboxNone {
+	if *sb == kernelapi.SandboxNone {
 		return usageErr("mcp tools", "--sandbox none is refused for MCP servers", "MCP servers run only in a sandbox: use --sandbox docker or bwrap")
 	}
 	st, err := mcpStore(e, *project)
@@ -238,8 +238,8 @@ func mcpTools(e *env, project, sb *string, asJSON *bool, pos []string) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	k, err := kernel.Open(ctx, kernel.Options{
-		Home: e.home, Workspace: st.Project, Logger: e.log, SessionID: "cli", Sandbox: *sb, Getenv: e.getenv,
+	k, err := kernelapi.OpenLocal(ctx, kernelapi.LocalOptions{
+		Home: e.home, Project: st.Project, Logger: e.log, Sandbox: *sb, Getenv: e.getenv,
 		BuiltinDirs: builtinPluginDirs(e),
 		Progress:    func(s string) { fmt.Fprintf(e.stderr, "  %s...\n", s) },
 	})

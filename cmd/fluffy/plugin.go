@@ -13,7 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -21,14 +21,14 @@ import (
 
 // openRegistry opens the registry under $FLUFFY_HOME, with its changes
 // recorded in the home audit log. The home database is opened per
-// operation (kernel.OpenHome), so this works while kernels run.
+// operation, so this works while kernels run.
 func openRegistry(e *env) (*registry.Registry, func(), error) {
 	ctx := context.Background()
-	home, err := kernel.OpenHome(e.home, kernel.HomeOptions{Logger: e.log, Command: "fluffy plugin"})
+	home, err := kernelapi.OpenRegistry(e.home, e.log, "fluffy plugin")
 	if err != nil {
 		return nil, nil, fmt.Errorf("open plugin registry: %w", err)
 	}
-	reg := home.Registry(e.home, e.log)
+	reg := home.Registry
 	// fluffy's builtins are known whether or not a kernel ran before
 	// (list shows them, info/disable/grant find them): register them the
 	// way a kernel does at start.

@@ -12,8 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/host/kernel"
-	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 )
@@ -43,8 +42,8 @@ func pluginCall(e *env, project *string, timeout *time.Duration, sb *string, pos
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	k, err := kernel.Open(ctx, kernel.Options{
-		Home: e.home, Workspace: ws, Logger: e.log, SessionID: "cli", Sandbox: *sb, Getenv: e.getenv,
+	k, err := kernelapi.OpenLocal(ctx, kernelapi.LocalOptions{
+		Home: e.home, Project: ws, Logger: e.log, Sandbox: *sb, Getenv: e.getenv,
 		BuiltinDirs: builtinPluginDirs(e),
 		Progress:    func(s string) { fmt.Fprintf(e.stderr, "  %s...\n", s) },
 	})
@@ -54,20 +53,17 @@ func pluginCall(e *env, project *string, timeout *time.Duration, sb *string, pos
 	defer k.Close()
 	fmt.Fprintf(e.stderr, "  starting %s...\n", pos[0])
 	start := time.Now()
-	sess := &router.Session{ID: "cli", Mode: "strict", Caller: "user"}
+	var review kernelapi.Reviewer
 	if e.isTTY {
-		sess.Approver = ttyApprover{e: e}
+		review = ttyApprover{e: e}.Review
 	}
 	// The one judged path of every tool call: schema, policy per path,
 	// review, the kernel's output limit, redaction and audit.
-	res := k.Router.Call(ctx, sess, router.Call{
-		Plugin: pos[0], Tool: pos[1], Args: json.RawMessage(argsJSON),
-		Progress: func(p tool.Progress) {
-			fmt.Fprintf(e.stderr, "  %s says: %s (%.0f%%)\n", pos[0], textsafe.Line(p.Message, 200), 100*p.Fraction)
-		},
+	res := k.CallTool(ctx, pos[0], pos[1], json.RawMessage(argsJSON), review, func(p tool.Progress) {
+		fmt.Fprintf(e.stderr, "  %s says: %s (%.0f%%)\n", pos[0], textsafe.Line(p.Message, 200), 100*p.Fraction)
 	})
-	if st, err := k.Plugins.Stats(pos[0]); err == nil && st.APIVersion > 0 {
-		fmt.Fprintf(e.stderr, "  %s %s via API v%d (%s)\n", pos[0], pos[1], st.APIVersion, time.Since(start).Round(time.Millisecond))
+	if res.APIVersion > 0 {
+		fmt.Fprintf(e.stderr, "  %s %s via API v%d (%s)\n", pos[0], pos[1], res.APIVersion, time.Since(start).Round(time.Millisecond))
 	}
 	if res.Redactions > 0 {
 		fmt.Fprintf(e.stderr, "  %d secret(s) redacted from the output\n", res.Redactions)
@@ -85,23 +81,23 @@ func pluginCall(e *env, project *string, timeout *time.Duration, sb *string, pos
 // ttyApprover asks on the terminal when the policy wants a call reviewed.
 type ttyApprover struct{ e *env }
 
-func (a ttyApprover) Review(_ context.Context, r router.ReviewRequest) (router.Approval, error) {
+func (a ttyApprover) Review(_ context.Context, r kernelapi.ToolReview) (bool, error) {
 	w := a.e.stderr
 	fmt.Fprintf(w, "REVIEW: %s %s wants to run with %s\n", r.Plugin, r.Tool, textsafe.Line(string(r.Args), 400))
 	for _, it := range r.Items {
-		target := it.Request.Syscall
-		if it.Request.Path != "" {
-			target += " " + it.Request.Path
+		target := it.Syscall
+		if it.Path != "" {
+			target += " " + it.Path
 		}
-		fmt.Fprintf(w, "  %s: %s\n", textsafe.Line(target, 400), textsafe.Line(strings.Join(it.Result.Reasons, "; "), 400))
+		fmt.Fprintf(w, "  %s: %s\n", textsafe.Line(target, 400), textsafe.Line(strings.Join(it.Reasons, "; "), 400))
 	}
 	fmt.Fprint(w, "Allow this call once? [y/N] ")
 	line, err := bufio.NewReader(a.e.stdin).ReadString('\n')
 	if err != nil && line == "" {
-		return router.Approval{}, fmt.Errorf("no answer to the review prompt: %w", err)
+		return false, fmt.Errorf("no answer to the review prompt: %w", err)
 	}
 	ans := strings.ToLower(strings.TrimSpace(line))
-	return router.Approval{Approved: ans == "y" || ans == "yes", Scope: router.ScopeOnce, By: "terminal"}, nil
+	return ans == "y" || ans == "yes", nil
 }
 
 func nonEmpty(b []byte) []byte {

@@ -15,9 +15,9 @@ import (
 	"text/template"
 
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/host/sandboxadmin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
-	"github.com/fluffy-waffle/fluffy/sandbox"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -141,7 +141,7 @@ func pluginStamp(e *env, args []string) error {
 		return err
 	}
 	if m.Sandbox.Template != "" && m.Sandbox.Template != manifests.TemplateNone {
-		if err := sandbox.CheckELF(m.Name, m.EntryPath()); err != nil {
+		if err := sandboxadmin.CheckELF(m.Name, m.EntryPath()); err != nil {
 			return err
 		}
 	}

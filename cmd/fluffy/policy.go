@@ -9,11 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/host/audit"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
-	"github.com/fluffy-waffle/fluffy/host/store"
-	"github.com/fluffy-waffle/fluffy/policy"
-	"github.com/fluffy-waffle/fluffy/policy/pin"
+	"github.com/fluffy-waffle/fluffy/host/policyverbs"
 	"github.com/fluffy-waffle/fluffy/policy/units"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -22,20 +18,20 @@ import (
 // `fluffy policy show|validate|explain|update|trust`.
 
 // projectPolicyPath is <project>/.fluffy/policy.yaml.
-func projectPolicyPath(project string) string { return policy.ProjectPath(project) }
+func projectPolicyPath(project string) string { return policyverbs.ProjectPath(project) }
 
 // activePolicy loads the project's policy file when its content is the one
 // approved in $FLUFFY_HOME, else the embedded default (policy/pin, and
 // p.Unapproved says why).
-func activePolicy(e *env, project string) (*policy.Policy, error) {
-	return pin.Load(project, pin.NewStore(e.home))
+func activePolicy(e *env, project string) (*policyverbs.Policy, error) {
+	return policyverbs.New(e.home, e.log).Active(project)
 }
 
 func projectFlag(fs *flag.FlagSet) *string {
 	return fs.String("project", ".", "`DIR` the project directory (its active policy is <project>/.fluffy/policy.yaml once\ntrusted with `fluffy policy trust`, else the built-in default)")
 }
 
-func printWarnings(w io.Writer, p *policy.Policy) {
+func printWarnings(w io.Writer, p *policyverbs.Policy) {
 	for _, wn := range p.Warnings {
 		fmt.Fprintf(w, "WARN: %s\n", wn)
 	}
@@ -57,7 +53,7 @@ func policyShow(e *env, project *string) error {
 	}
 	fmt.Fprintln(e.stdout)
 	fmt.Fprintln(e.stdout, "Built-in rules (always first, cannot be changed):")
-	for _, b := range policy.Builtins() {
+	for _, b := range policyverbs.Builtins() {
 		fmt.Fprintf(e.stdout, "  %-30s %s\n", b.Name, b.Description)
 	}
 	fmt.Fprintf(e.stdout, "\nRules (%d; deny first, then by name):\n", len(p.Rules))
@@ -89,7 +85,7 @@ func policyValidate(e *env, fs *flag.FlagSet) error {
 	if fs.NArg() != 1 {
 		return usageErr("policy validate", "expected exactly one FILE", "run `fluffy policy validate path/to/policy.yaml`")
 	}
-	p, err := policy.LoadFile(fs.Arg(0))
+	p, err := policyverbs.LoadFile(fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -100,7 +96,7 @@ func policyValidate(e *env, fs *flag.FlagSet) error {
 
 func policyExplainFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	project := projectFlag(fs)
-	var req policy.Request
+	var req policyverbs.Request
 	var tags, hosts strList
 	var size string
 	all := fs.Bool("all", false, "also list rules that were evaluated but did not match")
@@ -118,7 +114,7 @@ func policyExplainFlags(e *env, fs *flag.FlagSet) func([]string) error {
 	return func([]string) error { return policyExplain(e, project, &req, tags, hosts, size, all) }
 }
 
-func policyExplain(e *env, project *string, r *policy.Request, tags, hosts strList, size string, all *bool) error {
+func policyExplain(e *env, project *string, r *policyverbs.Request, tags, hosts strList, size string, all *bool) error {
 	req := *r
 	if req.Syscall == "" {
 		return usageErr("policy explain", "--syscall is required", "e.g. `fluffy policy explain --syscall fs.write --path src/a.go`")
@@ -135,19 +131,15 @@ func policyExplain(e *env, project *string, r *policy.Request, tags, hosts strLi
 	if req.Caller.Plugin != "" {
 		req.Caller.Kind = "plugin"
 	}
-	p, err := activePolicy(e, *project)
+	x, err := policyverbs.New(e.home, e.log).Explain(context.Background(), *project, req)
 	if err != nil {
 		return err
 	}
-	res := policy.NewEngine(p, policy.Options{Logger: e.log}).Explain(context.Background(), req)
+	p, res := x.Policy, x.Result
 	w := e.stdout
 	fmt.Fprintf(w, "Request: %s\nPolicy:  %s (mode %s)\n", req, p.File, p.Mode)
 	if req.Path != "" {
-		class := policy.PathClassSource
-		if p.Tests.IsTest(req.Path) {
-			class = policy.PathClassTest
-		}
-		fmt.Fprintf(w, "Path:    %s is a %s file (path_class)\n", textsafe.Line(req.Path, 200), class)
+		fmt.Fprintf(w, "Path:    %s is a %s file (path_class)\n", textsafe.Line(req.Path, 200), x.PathClass)
 	}
 	fmt.Fprintf(w, "Tests:   %s\n", textsafe.Line(p.Tests.Describe(), 500))
 	if p.Unapproved != nil {
@@ -207,35 +199,16 @@ func policyUpdate(e *env, fs *flag.FlagSet, project *string, yes *bool, confirm 
 	file := fs.Arg(0)
 	content, err := os.ReadFile(file)
 	if err != nil {
-		return uerr.Wrap(err, policy.CodeRead, "cannot read "+file, err.Error(), "check the path")
+		return uerr.Wrap(err, policyverbs.CodeRead, "cannot read "+file, err.Error(), "check the path")
 	}
-	current, err := activePolicy(e, *project)
+	upd, err := policyverbs.New(e.home, e.log).PrepareUpdate(context.Background(), *project, file, content, func(what string) {
+		fmt.Fprintf(e.stderr, "NOTE: audit log unavailable (%v); trial uses the policy's own examples\n", what)
+	})
 	if err != nil {
 		return err
 	}
-	engine := policy.NewEngine(current, policy.Options{Logger: e.log})
-	gate := engine.Evaluate(context.Background(), policy.Request{Syscall: "policy.update", Caller: policy.Caller{Kind: "user"}})
-	if gate.Decision == policy.Deny {
-		return uerr.New("POLICY_UPDATE_DENIED", "policy update denied", strings.Join(gate.Reasons, "; "), "")
-	}
-	// The trial replays the project's last recorded decisions from its audit
-	// log; a project with none (or a log held by a running kernel) replays
-	// what the current policy decides for its own examples instead.
-	var src policy.DecisionSource = exampleDecisions(engine, current)
-	var auditor kernel.Auditor
-	if log, err := audit.Open(context.Background(), audit.Options{Dir: store.DefaultDir(*project), Logger: e.log}); err != nil {
-		fmt.Fprintf(e.stderr, "NOTE: audit log unavailable (%v); trial uses the policy's own examples\n", uerr.From(err).What)
-	} else {
-		defer log.Close()
-		auditor = kernel.Auditor{Log: log, Logger: e.log}
-		if recs, err := auditor.RecentDecisions(policy.TrialSize); err == nil && len(recs) > 0 {
-			src = auditor
-		}
-	}
-	prop, err := policy.Prepare(file, content, src)
-	if err != nil {
-		return err
-	}
+	defer upd.Close()
+	prop, gate := upd.Proposal, upd.Gate
 	w := e.stdout
 	printWarnings(w, prop.Policy)
 	fmt.Fprintf(w, "Trial run: replayed %d recorded decisions against %s; %d change, %d breaking.\n", prop.Replayed, file, len(prop.Changes), prop.Breaking)
@@ -265,19 +238,9 @@ func policyUpdate(e *env, fs *flag.FlagSet, project *string, yes *bool, confirm 
 			return err
 		}
 	}
-	target := projectPolicyPath(*project)
-	if want := prop.ConfirmPhrase(); want != "" && *confirm != want {
-		return policy.Commit(target, prop, *confirm, nil) // refuses, and says why
-	}
-	// A reviewed update is an approval of the content it writes: it is
-	// pinned as trusted, so the file stays in force (policy/pin).
-	if err := pin.NewStore(e.home).Written(*project, prop.Policy.Content, "fluffy policy update", func() error {
-		return policy.Commit(target, prop, *confirm, nil)
-	}); err != nil {
+	target, err := upd.Apply(context.Background(), *confirm)
+	if err != nil {
 		return err
-	}
-	if err := auditor.RecordPolicyUpdate(context.Background(), target, prop.Replayed, len(prop.Changes), prop.Breaking); err != nil {
-		return fmt.Errorf("policy updated but not recorded in the audit log: %w", err)
 	}
 	fmt.Fprintf(w, "Policy updated: %s (a running kernel reloads it automatically)\n", target)
 	return nil
@@ -290,15 +253,4 @@ func ask(e *env, prompt string) (string, error) {
 		return "", uerr.Wrap(err, "POLICY_REVIEW_REQUIRED", "no answer to the review prompt", err.Error(), "answer the prompt, or use --yes")
 	}
 	return strings.TrimSpace(line), nil
-}
-
-// exampleDecisions records what the current policy decides for every
-// example and counter-example in it (the trial set without an audit log).
-func exampleDecisions(engine *policy.Engine, p *policy.Policy) *policy.MemoryDecisions {
-	src := policy.NewMemoryDecisions(policy.TrialSize)
-	for _, req := range p.ExampleRequests() {
-		res := engine.Evaluate(context.Background(), req)
-		src.Record(policy.RecordedDecision{Request: req, Decision: res.Decision, Rule: res.DecidingRule(), At: res.At})
-	}
-	return src
 }

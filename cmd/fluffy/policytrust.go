@@ -7,12 +7,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/host/audit"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
-	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/host/policyverbs"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
-	"github.com/fluffy-waffle/fluffy/policy"
-	"github.com/fluffy-waffle/fluffy/policy/pin"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -43,34 +39,25 @@ func policyTrust(e *env, project *string, yes *bool) error {
 			"write a policy with `fluffy policy update FILE` (it is trusted as it is written)")
 	}
 	if err != nil {
-		return uerr.Wrap(err, policy.CodeRead, "cannot read "+path, err.Error(), "check its permissions")
+		return uerr.Wrap(err, policyverbs.CodeRead, "cannot read "+path, err.Error(), "check its permissions")
 	}
-	// A policy that does not load is not trusted: it would not apply.
-	p, err := policy.Load(path, content)
+	tr, err := policyverbs.New(e.home, e.log).PrepareTrust(*project, path, content)
 	if err != nil {
 		return err
 	}
-	pins := pin.NewStore(e.home)
-	rec, err := pins.Lookup(*project)
-	if err != nil {
-		return err
-	}
+	p := tr.Policy
 	w := e.stdout
-	if rec.Approves(p.Hash) {
+	if tr.Trusted {
 		fmt.Fprintf(w, "Already trusted: %s (sha256 %.12s) is the policy in force.\n", path, p.Hash)
 		return nil
 	}
-	base, baseName := string(policy.DefaultYAML()), "the embedded default policy"
-	if rec != nil && rec.Content != "" {
-		base, baseName = rec.Content, "the version you trusted last"
-	}
 	fmt.Fprintf(w, "%s is not trusted yet: until you trust it, the embedded default policy applies.\n", path)
 	fmt.Fprintf(w, "sha256 %s, mode %s, %d rules, %d warnings\n", p.Hash, p.Mode, len(p.Rules), len(p.Warnings))
-	if p.Mode == policy.Observe {
+	if tr.Observe {
 		fmt.Fprintln(w, "WARNING: mode: observe — nothing is denied; denials are only logged.")
 	}
 	printWarnings(w, p)
-	fmt.Fprintf(w, "\nChanges against %s:\n%s\n", baseName, lineDiff(base, string(content)))
+	fmt.Fprintf(w, "\nChanges against %s:\n%s\n", tr.BaseName, lineDiff(tr.Base, string(content)))
 	approved := *yes
 	if !approved {
 		if !e.isTTY {
@@ -87,20 +74,8 @@ func policyTrust(e *env, project *string, yes *bool) error {
 	if !approved {
 		return uerr.New(CodeTrustRejected, "policy not trusted", "you did not approve it", "the embedded default policy stays in force")
 	}
-	if err := pins.Approve(*project, content, "fluffy policy trust"); err != nil {
+	if err := tr.Approve(context.Background()); err != nil {
 		return err
-	}
-	// The project's audit log says so; a running kernel holds it, and
-	// records the change itself when it applies the file.
-	if log, err := audit.Open(context.Background(), audit.Options{Dir: store.DefaultDir(*project), Logger: e.log}); err == nil {
-		old := ""
-		if def, err := policy.Default(); err == nil {
-			old = def.Hash
-		}
-		_ = kernel.Auditor{Log: log, Logger: e.log}.RecordPolicyChange(context.Background(), kernel.PolicyChangeRecord{
-			Path: path, OldHash: old, NewHash: p.Hash, Via: "approved: fluffy policy trust",
-		})
-		log.Close()
 	}
 	fmt.Fprintf(w, "Trusted: %s (sha256 %.12s) applies now; a running kernel picks it up within a second.\n", path, p.Hash)
 	fmt.Fprintln(w, "Edit it through `fluffy policy update FILE`: a change made any other way needs `fluffy policy trust` again.")

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/fluffy-waffle/fluffy/host/config"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -54,10 +54,10 @@ func resolveProvider(e *env, cfg *config.Config, provider, model string) (taskPr
 	}
 	tp.model = model
 	if tp.model == "" {
-		tp.model = modelFor(cfg, tp.name, provider != "")
+		tp.model = kernelapi.ModelFor(cfg, tp.name, provider != "")
 	}
-	if v := keyVar(tp.name); v != "" {
-		key, err := providerKey(e, cfg, tp.name)
+	if v := kernelapi.KeyVar(tp.name); v != "" {
+		key, err := kernelapi.ProviderKey(e.getenv, cfg, tp.name)
 		if err != nil {
 			return tp, err
 		}
@@ -65,7 +65,7 @@ func resolveProvider(e *env, cfg *config.Config, provider, model string) (taskPr
 			return tp, noKeyErr(tp.name)
 		}
 	}
-	b, err := providerConfig(e, cfg, tp.name, tp.model)
+	b, err := kernelapi.ProviderConfig(e.getenv, cfg, tp.name, tp.model)
 	if err != nil {
 		return tp, err
 	}
@@ -73,35 +73,15 @@ func resolveProvider(e *env, cfg *config.Config, provider, model string) (taskPr
 	return tp, nil
 }
 
-// modelFor is the model of provider p: the `model` setting when it was
-// given for this provider (a flag or FLUFFY_MODEL, or a config file when
-// the provider also comes from one), else providers.<p>.model. A
-// `model: gpt-4.1` in the config does not follow `--provider anthropic`.
-func modelFor(cfg *config.Config, p string, switched bool) string {
-	if p == "" || p == "replay" {
-		if m := cfg.Get("model"); m.Source == config.SourceFlag || m.Source == config.SourceEnv {
-			return m.Raw
-		}
-		return ""
-	}
-	m, pv := cfg.Get("model"), cfg.Get("provider")
-	explicit := m.Source == config.SourceFlag || m.Source == config.SourceEnv
-	sameLayer := pv.Source != config.SourceFlag && pv.Source != config.SourceEnv && !switched
-	if m.Raw != "" && (explicit || sameLayer) {
-		return m.Raw
-	}
-	return cfg.String("providers." + p + ".model")
-}
-
 func noKeyErr(name string) error {
-	v := keyVar(name)
+	v := kernelapi.KeyVar(name)
 	return uerr.New(CodeNoKey, fmt.Sprintf("provider %s has no API key: set %s", name, v),
 		fmt.Sprintf("%s is not set in this shell and providers.%s.api_key_file is empty; nothing was sent to %s", v, name, name),
 		fmt.Sprintf("export %s=... in the shell that runs fluffy, or put the key in a file of mode 0600 and run `fluffy config set providers.%s.api_key_file PATH`", v, name))
 }
 
 func noProviderErr() error {
-	return uerr.New(kernel.CodeNoProvider, "no AI provider is configured",
+	return uerr.New(kernelapi.CodeNoProvider, "no AI provider is configured",
 		"a task needs a provider to talk to a model: none was given with --provider or FLUFFY_PROVIDER, and no config file names one",
 		"run `fluffy init` (it detects the project and writes .fluffy/config.yaml), or pass --provider openai|anthropic|ollama|replay; `fluffy config set provider NAME` also works")
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/config"
 	"github.com/fluffy-waffle/fluffy/host/daemon"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -179,7 +179,7 @@ func (rp *repl) printProviderProblem(banner bool) {
 	if err == nil {
 		return
 	}
-	if uerr.HasCode(err, kernel.CodeNoProvider) && banner {
+	if uerr.HasCode(err, kernelapi.CodeNoProvider) && banner {
 		for _, l := range bannerLines(rp.s.project) {
 			fmt.Fprintf(rp.e.stdout, "  %s\n", l)
 		}

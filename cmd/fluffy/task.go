@@ -19,7 +19,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/config"
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/textsafe"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -316,7 +316,7 @@ func runOneShot(e *env, f taskFlags) int {
 	}
 	tp, err := resolveProvider(e, cfg, "", "")
 	if err != nil {
-		if uerr.HasCode(err, kernel.CodeNoProvider) && !f.json {
+		if uerr.HasCode(err, kernelapi.CodeNoProvider) && !f.json {
 			if dir, derr := existingDir(f.project); derr == nil {
 				firstRunGuide(e.stderr, e, dir, true)
 			}

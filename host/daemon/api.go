@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
 )
@@ -38,7 +39,43 @@ const (
 	// MethodSessionPrompt returns the system prompt the session's next
 	// model request would carry (PromptResult).
 	MethodSessionPrompt = "session.prompt"
+	// The audit verbs read the project's audit log, which the running
+	// kernel holds open: a CLI asks it rather than opening the database.
+	// MethodAuditLog answers AuditQuery with the matching records, oldest
+	// first; MethodAuditVerify answers AuditVerifyParams with the chain's
+	// report; MethodAuditStats with the log's counts. MethodAuditExport
+	// streams the log as JSON lines in AuditChunk events and answers
+	// AuditExportResult.
+	MethodAuditLog    = "audit.log"
+	MethodAuditVerify = "audit.verify"
+	MethodAuditExport = "audit.export"
+	MethodAuditStats  = "audit.stats"
 )
+
+// AuditQuery selects audit records (zero fields select everything).
+type AuditQuery struct {
+	Since   time.Time `json:"since,omitempty"`
+	Until   time.Time `json:"until,omitempty"`
+	Types   []string  `json:"types,omitempty"`
+	Session string    `json:"session,omitempty"`
+	// Limit keeps the newest Limit matches (0: all).
+	Limit int `json:"limit,omitempty"`
+}
+
+// AuditVerifyParams: All checks every record, not only the tail.
+type AuditVerifyParams struct {
+	All bool `json:"all,omitempty"`
+}
+
+// AuditChunk is one piece of an export's JSON lines.
+type AuditChunk struct {
+	Data string `json:"data"`
+}
+
+// AuditExportResult ends an export.
+type AuditExportResult struct {
+	Records int `json:"records"`
+}
 
 // PromptResult is the system prompt as the model would read it.
 type PromptResult struct {

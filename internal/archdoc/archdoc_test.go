@@ -86,3 +86,39 @@ func TestHostEdgesStayCut(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandImportsNoKernelPart: cmd/fluffy parses arguments, talks to
+// the kernel and renders; what the kernel's parts do is reached through
+// host/kernelapi (its one entry point, which `fluffy kernel` also runs)
+// and the small host packages serving one verb family, never directly.
+func TestCommandImportsNoKernelPart(t *testing.T) {
+	const module = "github.com/fluffy-waffle/fluffy/"
+	cmd := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "./cmd/fluffy")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./cmd/fluffy: %v", err)
+	}
+	imports := strings.Fields(string(out))
+	// The entry point must be there, or an empty answer would pass.
+	if !slices.Contains(imports, module+"host/kernelapi") {
+		t.Fatalf("cmd/fluffy does not import host/kernelapi; the check would prove nothing:\n%s", out)
+	}
+	for _, c := range []struct{ pkg, why string }{
+		{"host/kernel", "the kernel is built and served by host/kernelapi, its one entry point"},
+		{"host/store", "the databases are the kernel's; the audit verbs ask it (host/kernelapi)"},
+		{"host/audit", "the audit verbs read through host/kernelapi, policy records go through host/policyverbs"},
+		{"host/state", "modes change in the kernel (session.mode)"},
+		{"host/router", "a tool call goes through host/kernelapi's local kernel"},
+		{"host/workspace", "the changeset is the kernel's (session.undo)"},
+		{"host/merge", "merges happen in the kernel"},
+		{"policy", "the engine is used by host/policyverbs"},
+		{"sandbox", "the engine's resources are reached through host/sandboxadmin"},
+	} {
+		t.Run(c.pkg, func(t *testing.T) {
+			if slices.Contains(imports, module+c.pkg) {
+				t.Errorf("cmd/fluffy imports %s: %s", c.pkg, c.why)
+			}
+		})
+	}
+}
