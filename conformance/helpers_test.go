@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 		}
 		return out
 	}
-	bins.broken = build("conformance/internal/fixtures/broken", "broken")
+	bins.broken = build("internal/fixtures/any-broken", "broken")
 	bins.toolFS = build("builtin-plugins/tool-fs", "tool-fs")
 	bins.wordcnt = build("pluginsdk/examples/wordcount", "wordcount")
 	// Static, so the runtime profile can also run it inside its containers.

@@ -56,7 +56,7 @@ func runTests(m *testing.M) int {
 	tenv.dir = dir
 	tenv.hostile = filepath.Join(dir, "bin", "hostile")
 	tenv.adapter = filepath.Join(dir, "bin", "runtime-docker")
-	for out, pkg := range map[string]string{tenv.hostile: "sandbox/internal/fixtures/hostile", tenv.adapter: "builtin-plugins/runtime-docker"} {
+	for out, pkg := range map[string]string{tenv.hostile: "internal/fixtures/tool-hostile", tenv.adapter: "builtin-plugins/runtime-docker"} {
 		if err := testbin.IntoE(pkg, out); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

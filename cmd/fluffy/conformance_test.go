@@ -40,7 +40,7 @@ tools:
 		t.Fatal(err)
 	}
 	// buildPlugin names the binary after the manifest's entry.
-	return buildPlugin(t, "../../conformance/internal/fixtures/broken", filepath.Join(dir, "src.yaml"))
+	return buildPlugin(t, "../../internal/fixtures/any-broken", filepath.Join(dir, "src.yaml"))
 }
 
 // plainCLI certifies plugins as plain processes (FLUFFY_SANDBOX=none): the

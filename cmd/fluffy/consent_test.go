@@ -29,7 +29,7 @@ tools:
 func markerPlugin(t *testing.T, marker string) string {
 	t.Helper()
 	dir := t.TempDir()
-	bin := testbin.Into(t, "internal/fixtures/markerplugin", filepath.Join(dir, "markerplugin"), testbin.LDFlags("-X main.marker="+marker))
+	bin := testbin.Into(t, "internal/fixtures/tool-marker", filepath.Join(dir, "markerplugin"), testbin.LDFlags("-X main.marker="+marker))
 	sum, err := manifests.FileSHA256(bin)
 	if err != nil {
 		t.Fatal(err)

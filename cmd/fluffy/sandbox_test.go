@@ -55,7 +55,7 @@ func TestKilledCLILeavesNoSandboxBehind(t *testing.T) {
 
 	mf := filepath.Join(t.TempDir(), "plugin.yaml")
 	os.WriteFile(mf, []byte(fixtureManifest), 0o644)
-	src := buildPlugin(t, "../../internal/fixtureplugin", mf)
+	src := buildPlugin(t, "../../internal/fixtures/tool-misbehave", mf)
 	// The fixture offers tools its manifest does not declare, so certification
 	// fails; --force installs it anyway (recorded as forced).
 	if _, errOut, code := c.run("plugin", "install", src, "--yes", "--force"); code != 0 {

@@ -52,7 +52,7 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 	os.Symlink("../a.txt", filepath.Join(ws, "docs", "a-link.txt"))
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fixture")
-	testbin.Into(t, "internal/fixtureplugin", bin)
+	testbin.Into(t, "internal/fixtures/tool-misbehave", bin)
 	sum, _ := manifests.FileSHA256(bin)
 	stamped, _ := manifests.StampSHA256([]byte(fixtureManifest), sum)
 	os.WriteFile(filepath.Join(dir, "plugin.yaml"), stamped, 0o644)

@@ -21,7 +21,7 @@ import (
 func TestPolicyExtensionPlugins(t *testing.T) {
 	dir := t.TempDir()
 	built := filepath.Join(dir, "fixture")
-	testbin.Into(t, "internal/fixturepolicy", built)
+	testbin.Into(t, "internal/fixtures/policy-misbehave", built)
 	raw, _ := os.ReadFile(built)
 	sup := supervisor.New(supervisor.Options{Workspace: t.TempDir(), OutRoot: t.TempDir(), StartTimeout: 5 * time.Second})
 	defer sup.Close()

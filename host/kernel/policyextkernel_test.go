@@ -14,13 +14,13 @@ import (
 	"github.com/fluffy-waffle/fluffy/policy"
 )
 
-// stagePolicyExt lays out internal/fixturepolicy as the policy plugin
+// stagePolicyExt lays out internal/fixtures/policy-misbehave as the policy plugin
 // ext-good (it denies fs.write under secret/ and abstains otherwise).
 func stagePolicyExt(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "good") // the fixture serves as "ext-" + its file name
-	testbin.Into(t, "internal/fixturepolicy", bin)
+	testbin.Into(t, "internal/fixtures/policy-misbehave", bin)
 	sum, _ := manifests.FileSHA256(bin)
 	man := "name: ext-good\nversion: 1.0.0\nkind: policy\ndescription: test policy extension\nauthor: tests\nentry: good\nsha256: " + sum + "\napi_versions: [1, 2]\n"
 	if err := os.WriteFile(filepath.Join(dir, manifests.FileName), []byte(man), 0o644); err != nil {

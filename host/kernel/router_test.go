@@ -92,13 +92,13 @@ func openDockerKernel(t *testing.T, ws string, o Options) *Kernel {
 	return k
 }
 
-// installFixture builds internal/fixtureplugin under the given manifest and
+// installFixture builds internal/fixtures/tool-misbehave under the given manifest and
 // installs and loads it.
 func installFixture(t *testing.T, k *Kernel, manifest string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fixture")
-	testbin.Into(t, "internal/fixtureplugin", bin)
+	testbin.Into(t, "internal/fixtures/tool-misbehave", bin)
 	sum, _ := manifests.FileSHA256(bin)
 	stamped, err := manifests.StampSHA256([]byte(manifest), sum)
 	if err != nil {

@@ -23,7 +23,7 @@ func fixtureKernel(t *testing.T, ws, manifest string, o Options) *Kernel {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fixture")
-	testbin.Into(t, "internal/fixtureplugin", bin)
+	testbin.Into(t, "internal/fixtures/tool-misbehave", bin)
 	sum, _ := manifests.FileSHA256(bin)
 	stamped, _ := manifests.StampSHA256([]byte(manifest), sum)
 	if err := os.WriteFile(filepath.Join(dir, "plugin.yaml"), stamped, 0o644); err != nil {

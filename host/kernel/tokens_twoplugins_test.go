@@ -22,7 +22,7 @@ func TestTwoPluginsCannotUseEachOthersTokens(t *testing.T) {
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("A"), 0o644)
 	bin := filepath.Join(t.TempDir(), "fixture")
-	testbin.Into(t, "internal/fixtureplugin", bin)
+	testbin.Into(t, "internal/fixtures/tool-misbehave", bin)
 	sum, _ := manifests.FileSHA256(bin)
 	ctx := context.Background()
 	k, err := Open(ctx, Options{Home: t.TempDir(), Workspace: ws, Sandbox: SandboxNone})

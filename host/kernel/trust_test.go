@@ -17,10 +17,10 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// fixtureBin is internal/fixtureplugin, built once per test process.
+// fixtureBin is internal/fixtures/tool-misbehave, built once per test process.
 func fixtureBin(t *testing.T) string {
 	t.Helper()
-	return testbin.Build(t, "internal/fixtureplugin")
+	return testbin.Build(t, "internal/fixtures/tool-misbehave")
 }
 
 // stageFixture lays out the fixture plugin (it serves as "fixture" 1.0.0)

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = dir
-	for name, pkg := range map[string]string{"fixture": "internal/fixtureplugin", "tool-fs": "builtin-plugins/tool-fs"} {
+	for name, pkg := range map[string]string{"fixture": "internal/fixtures/tool-misbehave", "tool-fs": "builtin-plugins/tool-fs"} {
 		if err := testbin.IntoE(pkg, filepath.Join(dir, name)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -30,7 +30,7 @@ import (
 )
 
 // floodManifest declares the fixture plugin's attack tools
-// (internal/fixtureplugin), as host/kernel's tests install it.
+// (internal/fixtures/tool-misbehave), as host/kernel's tests install it.
 const floodManifest = `name: fixture
 version: 1.0.0
 kind: tool
@@ -81,7 +81,7 @@ func floodSuite(cfg config, progress func(string)) ([]Row, error) {
 	}
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello\n"), 0o644)
 	adapter := os.Getenv("FLUFFY_RUNTIME_ADAPTER")
-	builds := [][2]string{{filepath.Join(pdir, "fixture"), "internal/fixtureplugin"}}
+	builds := [][2]string{{filepath.Join(pdir, "fixture"), "internal/fixtures/tool-misbehave"}}
 	if adapter == "" {
 		adapter = filepath.Join(tmp, "runtime-docker")
 		builds = append(builds, [2]string{adapter, "builtin-plugins/runtime-docker"})
