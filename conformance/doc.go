@@ -27,7 +27,7 @@
 // runtime-docker adapter, never the adapter under test; it also removes
 // everything the run created, even when an item fails); "kernel disappears" is a real SIGKILL of a stub
 // kernel process (StubKernelMain). Subpackage fakes is the fake upstream
-// model server; internal/fixtures/broken the deliberately broken plugins;
+// model server; the repository's internal/fixtures/any-broken the deliberately broken plugins;
 // cmd/stubkernel and cmd/suiterun the commands built from it.
 //
 // It must not install or trust plugins itself (the registry records its

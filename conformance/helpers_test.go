@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/conformance"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
@@ -44,20 +45,18 @@ func TestMain(m *testing.M) {
 	bins.dir = dir
 	build := func(pkg, name string) string {
 		out := filepath.Join(dir, name)
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil && bins.buildErr == nil {
-			bins.buildErr = fmt.Errorf("build %s: %v\n%s", pkg, err, b)
+		if err := testbin.IntoE(pkg, out); err != nil && bins.buildErr == nil {
+			bins.buildErr = err
 		}
 		return out
 	}
-	bins.broken = build("./internal/fixtures/broken", "broken")
-	bins.toolFS = build("../builtin-plugins/tool-fs", "tool-fs")
-	bins.wordcnt = build("../pluginsdk/examples/wordcount", "wordcount")
+	bins.broken = build("internal/fixtures/any-broken", "broken")
+	bins.toolFS = build("builtin-plugins/tool-fs", "tool-fs")
+	bins.wordcnt = build("pluginsdk/examples/wordcount", "wordcount")
 	// Static, so the runtime profile can also run it inside its containers.
-	bins.stub = build("./cmd/stubkernel", "stubkernel")
+	bins.stub = build("conformance/cmd/stubkernel", "stubkernel")
 	if _, err := exec.LookPath("docker"); err == nil {
-		bins.adapter = build("../builtin-plugins/runtime-docker", "runtime-docker")
+		bins.adapter = build("builtin-plugins/runtime-docker", "runtime-docker")
 	}
 	code := m.Run()
 	l2.close()

@@ -7,6 +7,8 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fluffy-waffle/fluffy/yamlpos"
 )
 
 // FileName is the manifest's file name inside a plugin directory.
@@ -100,7 +102,7 @@ type Manifest struct {
 	// file is the path as the caller gave it, used in error messages.
 	file string
 	// pos maps dotted field paths to their position in the file.
-	pos map[string]position
+	pos map[string]yamlpos.Pos
 	// bad marks fields the decoder already reported (only during Parse).
 	bad map[string]bool
 }

@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/yamlpos"
 )
 
 // Load reads and validates a manifest. path is either the plugin.yaml file or
@@ -79,7 +80,7 @@ func Parse(path string, data []byte) (*Manifest, error) {
 	if file == "" {
 		file = FileName
 	}
-	d := &decoder{file: file, pos: map[string]position{}, bad: map[string]bool{}}
+	d := &decoder{file: file, pos: map[string]yamlpos.Pos{}, bad: map[string]bool{}}
 	m := d.document(data)
 	if m != nil {
 		m.file = file
@@ -104,44 +105,25 @@ func absPaths(path string) (p, dir string) {
 	return path, filepath.Dir(path)
 }
 
-type position struct{ line, col int }
-
-// fieldPos is where a field's problems are reported: the value for scalars
-// and flow collections, the key line for a block mapping or list (whose
-// value starts on the next line).
-func fieldPos(k, v *yaml.Node) position {
-	if (v.Kind == yaml.MappingNode || v.Kind == yaml.SequenceNode) && v.Style&yaml.FlowStyle == 0 {
-		return posOf(k)
-	}
-	return posOf(v)
-}
-
-func posOf(n *yaml.Node) position {
-	if n == nil {
-		return position{}
-	}
-	return position{n.Line, n.Column}
-}
-
 // decoder turns the YAML node tree into a Manifest, checking structure and
 // types and remembering where every field was.
 type decoder struct {
 	file string
 	errs []*FieldError
-	pos  map[string]position
+	pos  map[string]yamlpos.Pos
 	bad  map[string]bool // fields already reported, so validate stays quiet about them
 }
 
-func (d *decoder) addAt(p position, field, code, what, why, fix string) {
+func (d *decoder) addAt(p yamlpos.Pos, field, code, what, why, fix string) {
 	if field != "" {
 		d.bad[field] = true
 	}
-	d.errs = append(d.errs, &FieldError{File: d.file, Line: p.line, Column: p.col, Field: field,
+	d.errs = append(d.errs, &FieldError{File: d.file, Line: p.Line, Column: p.Col, Field: field,
 		Code: code, What: what, Why: why, Fix: fix})
 }
 
 func (d *decoder) add(n *yaml.Node, field, code, what, why, fix string) {
-	d.addAt(posOf(n), field, code, what, why, fix)
+	d.addAt(yamlpos.Of(n), field, code, what, why, fix)
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
@@ -157,7 +139,7 @@ func (d *decoder) syntaxError(err error, data []byte) {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 		line = firstBadLine(data)
 	}
-	d.addAt(position{line, 0}, "", CodeYAMLSyntax, "YAML syntax error: "+msg,
+	d.addAt(yamlpos.Pos{Line: line, Col: 0}, "", CodeYAMLSyntax, "YAML syntax error: "+msg,
 		"the file must be one valid YAML document", "correct the YAML at that line (indentation, a missing \":\" or an unclosed quote are the usual causes)")
 }
 
@@ -235,14 +217,14 @@ func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 func (d *decoder) document(data []byte) *Manifest {
 	if len(data) > MaxSize {
 		u := tooLarge(d.file, int64(len(data)))
-		d.addAt(position{1, 1}, "", CodeTooLarge, u.What, u.Why, u.Fix)
+		d.addAt(yamlpos.Pos{Line: 1, Col: 1}, "", CodeTooLarge, u.What, u.Why, u.Fix)
 		return nil
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := decodeNode(dec, &doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			d.addAt(position{1, 1}, "", CodeEmpty, "the manifest is empty",
+			d.addAt(yamlpos.Pos{Line: 1, Col: 1}, "", CodeEmpty, "the manifest is empty",
 				"a plugin.yaml must describe the plugin", "add at least the required fields: name, version, kind, description, author, entry, sha256, api_versions")
 		} else {
 			d.syntaxError(err, data)
@@ -259,7 +241,7 @@ func (d *decoder) document(data []byte) *Manifest {
 		return nil
 	}
 	if len(doc.Content) == 0 {
-		d.addAt(position{1, 1}, "", CodeEmpty, "the manifest is empty", "a plugin.yaml must describe the plugin",
+		d.addAt(yamlpos.Pos{Line: 1, Col: 1}, "", CodeEmpty, "the manifest is empty", "a plugin.yaml must describe the plugin",
 			"add at least the required fields: name, version, kind, description, author, entry, sha256, api_versions")
 		return nil
 	}
@@ -317,47 +299,39 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
 // fields walks one mapping: keys must be plain strings, unique and known.
 // It returns the value node of each known key and records its position.
 func (d *decoder) fields(n *yaml.Node, path string, known []string) map[string]*yaml.Node {
 	out := map[string]*yaml.Node{}
-	first := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
+	seen := yamlpos.Seen{}
+	_ = yamlpos.Pairs(n, path, func(p yamlpos.Pair) error {
+		k, v := p.Key, p.Value
 		if k.Kind == yaml.AliasNode || v.Kind == yaml.AliasNode {
 			f := path
 			if k.Kind == yaml.ScalarNode {
-				f = join(path, k.Value)
+				f = p.Path
 			}
 			d.alias(v, f)
-			continue
+			return nil
 		}
 		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
 			d.add(k, path, CodeWrongType, "a field name is "+describe(k)+", not a name",
 				"field names are plain words", "write the field name as a word followed by \":\"")
-			continue
+			return nil
 		}
-		field := join(path, k.Value)
-		if line, dup := first[k.Value]; dup {
-			d.add(k, field, CodeDuplicateField, fmt.Sprintf("field %q is given twice (first on line %d)", k.Value, line),
+		if line, dup := seen.Repeat(k); dup {
+			d.add(k, p.Path, CodeDuplicateField, fmt.Sprintf("field %q is given twice (first on line %d)", k.Value, line),
 				"YAML allows each field once per mapping; a second one would silently win", "keep one of the two")
-			continue
+			return nil
 		}
-		first[k.Value] = k.Line
 		if !contains(known, k.Value) {
-			d.unknownField(k, field, known)
-			continue
+			d.unknownField(k, p.Path, known)
+			return nil
 		}
 		out[k.Value] = v
-		d.pos[field] = fieldPos(k, v)
-	}
+		d.pos[p.Path] = yamlpos.Field(k, v)
+		return nil
+	})
 	return out
 }
 
@@ -482,7 +456,7 @@ func (d *decoder) strList(n *yaml.Node, field, fix string) []string {
 			d.alias(it, f)
 			continue
 		}
-		d.pos[f] = posOf(it)
+		d.pos[f] = yamlpos.Of(it)
 		if s, ok := d.str(it, f); ok {
 			out = append(out, s)
 		}
@@ -502,7 +476,7 @@ func (d *decoder) mapping(n *yaml.Node, field, fix string) bool {
 
 func (d *decoder) manifest(root *yaml.Node) *Manifest {
 	m := &Manifest{pos: d.pos, bad: d.bad}
-	d.pos[""] = posOf(root)
+	d.pos[""] = yamlpos.Of(root)
 	f := d.fields(root, "", topFields)
 	required := func(key string) (*yaml.Node, bool) {
 		// Absence is reported by validate, which also catches "".
@@ -541,7 +515,7 @@ func (d *decoder) manifest(root *yaml.Node) *Manifest {
 				d.alias(it, field)
 				continue
 			}
-			d.pos[field] = posOf(it)
+			d.pos[field] = yamlpos.Of(it)
 			v, ok := d.integer(it, field, "list whole numbers, e.g. api_versions: [1, 2]")
 			if !ok {
 				continue
@@ -574,7 +548,7 @@ func (d *decoder) manifest(root *yaml.Node) *Manifest {
 				d.alias(it, field)
 				continue
 			}
-			d.pos[field] = posOf(it)
+			d.pos[field] = yamlpos.Of(it)
 			if d.mapping(it, field, "write each tool as fields: name, summary, parameters") {
 				m.Tools = append(m.Tools, d.tool(it, field))
 			}
@@ -644,22 +618,22 @@ func (d *decoder) tool(n *yaml.Node, path string) Tool {
 		return v, ok
 	}
 	if v, ok := req("name"); ok {
-		t.Name, _ = d.str(v, join(path, "name"))
+		t.Name, _ = d.str(v, yamlpos.Join(path, "name"))
 	}
 	if v, ok := req("summary"); ok {
-		t.Summary, _ = d.str(v, join(path, "summary"))
+		t.Summary, _ = d.str(v, yamlpos.Join(path, "summary"))
 	}
 	if v, ok := req("parameters"); ok {
-		t.ParametersJSON = d.parameters(v, join(path, "parameters"))
+		t.ParametersJSON = d.parameters(v, yamlpos.Join(path, "parameters"))
 	}
 	if v, ok := tf["output_mode"]; ok {
-		t.OutputMode, _ = d.str(v, join(path, "output_mode"))
+		t.OutputMode, _ = d.str(v, yamlpos.Join(path, "output_mode"))
 	}
 	if v, ok := tf["lifetime"]; ok {
-		t.Lifetime, _ = d.str(v, join(path, "lifetime"))
+		t.Lifetime, _ = d.str(v, yamlpos.Join(path, "lifetime"))
 	}
 	if v, ok := tf["paths"]; ok {
-		t.Paths = d.paths(v, join(path, "paths"))
+		t.Paths = d.paths(v, yamlpos.Join(path, "paths"))
 	}
 	return t
 }

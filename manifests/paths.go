@@ -14,6 +14,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
 	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/yamlpos"
 )
 
 // Path access modes: whether a tool reads or writes the project path an
@@ -85,26 +86,26 @@ func (d *decoder) paths(n *yaml.Node, field string) []PathDecl {
 			d.alias(it, f)
 			continue
 		}
-		d.pos[f] = posOf(it)
+		d.pos[f] = yamlpos.Of(it)
 		if !d.mapping(it, f, "write each path argument as {arg: NAME, access: read|write}") {
 			continue
 		}
 		var pd PathDecl
 		pf := d.fields(it, f, pathDeclFields)
 		if v, ok := pf["arg"]; ok {
-			pd.Arg, _ = d.str(v, join(f, "arg"))
+			pd.Arg, _ = d.str(v, yamlpos.Join(f, "arg"))
 		}
 		if v, ok := pf["access"]; ok {
-			pd.Access, _ = d.str(v, join(f, "access"))
+			pd.Access, _ = d.str(v, yamlpos.Join(f, "access"))
 		}
 		if v, ok := pf["syscall"]; ok {
-			pd.Syscall, _ = d.str(v, join(f, "syscall"))
+			pd.Syscall, _ = d.str(v, yamlpos.Join(f, "syscall"))
 		}
 		if v, ok := pf["default"]; ok {
-			pd.Default, pd.HasDefault = d.str(v, join(f, "default"))
+			pd.Default, pd.HasDefault = d.str(v, yamlpos.Join(f, "default"))
 		}
 		if v, ok := pf["format"]; ok {
-			pd.Format, _ = d.str(v, join(f, "format"))
+			pd.Format, _ = d.str(v, yamlpos.Join(f, "format"))
 		}
 		out = append(out, pd)
 	}

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/yamlpos"
 )
 
 // parameters converts a tool's YAML parameters into canonical JSON, recording
@@ -61,21 +62,21 @@ func (d *decoder) jsonValue(n *yaml.Node, field string) any {
 				}
 				continue
 			}
-			f := join(field, k.Value)
+			f := yamlpos.Join(field, k.Value)
 			if line, dup := first[k.Value]; dup {
 				d.add(k, f, CodeDuplicateField, fmt.Sprintf("key %q is given twice (first on line %d)", k.Value, line), "", "keep one of the two")
 				continue
 			}
 			first[k.Value] = k.Line
 			obj[k.Value] = d.jsonValue(v, f)
-			d.pos[f] = fieldPos(k, v)
+			d.pos[f] = yamlpos.Field(k, v)
 		}
 		return obj
 	case yaml.SequenceNode:
 		arr := make([]any, 0, len(n.Content))
 		for i, it := range n.Content {
 			f := fmt.Sprintf("%s[%d]", field, i)
-			d.pos[f] = posOf(it)
+			d.pos[f] = yamlpos.Of(it)
 			arr = append(arr, d.jsonValue(it, f))
 		}
 		return arr
@@ -207,7 +208,7 @@ func pointerToField(base, ptr string, doc any) string {
 			field = fmt.Sprintf("%s[%d]", field, i)
 			cur = c[i]
 		case map[string]any:
-			field = join(field, tok)
+			field = yamlpos.Join(field, tok)
 			cur = c[tok]
 		default:
 			return field

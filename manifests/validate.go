@@ -13,6 +13,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/nearest"
 
 	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/yamlpos"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -75,7 +76,7 @@ func (m *Manifest) Validate() error {
 
 // at finds the position of a field, falling back to its nearest recorded
 // parent.
-func (m *Manifest) at(field string) position {
+func (m *Manifest) at(field string) yamlpos.Pos {
 	for f := field; f != ""; {
 		if p, ok := m.pos[f]; ok {
 			return p
@@ -89,7 +90,7 @@ func (m *Manifest) at(field string) position {
 	if p, ok := m.pos[""]; ok { // the top-level mapping
 		return p
 	}
-	return position{1, 1}
+	return yamlpos.Pos{Line: 1, Col: 1}
 }
 
 type checker struct {
@@ -116,11 +117,11 @@ func (c *checker) add(field, code, what, why, fix string) {
 	if c.reported(field) {
 		return
 	}
-	p := position{}
+	p := yamlpos.Pos{}
 	if c.m.pos != nil {
 		p = c.m.at(field)
 	}
-	c.errs = append(c.errs, &FieldError{File: c.m.file, Line: p.line, Column: p.col, Field: field,
+	c.errs = append(c.errs, &FieldError{File: c.m.file, Line: p.Line, Column: p.Col, Field: field,
 		Code: code, What: what, Why: why, Fix: fix})
 }
 
@@ -368,7 +369,7 @@ func (c *checker) tools(m *Manifest) {
 				`use lowercase words joined by ".", e.g. "fs.read" or "git.diff"`)
 		default:
 			if j, dup := seen[t.Name]; dup {
-				c.add(base+".name", CodeDuplicateTool, fmt.Sprintf("tool %q is declared twice (also tools[%d], line %d)", t.Name, j, m.at(fmt.Sprintf("tools[%d].name", j)).line),
+				c.add(base+".name", CodeDuplicateTool, fmt.Sprintf("tool %q is declared twice (also tools[%d], line %d)", t.Name, j, m.at(fmt.Sprintf("tools[%d].name", j)).Line),
 					"each tool name must identify one tool", "rename or remove one of them")
 			} else {
 				seen[t.Name] = i

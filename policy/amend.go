@@ -11,6 +11,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/yamlpos"
 )
 
 // CodeAmend is the code of the errors Amend returns: the request cannot be
@@ -305,24 +306,12 @@ func ruleNode(doc *yaml.Node, name string) (caps, rule *yaml.Node) {
 		}
 		caps = top.Content[i+1]
 		for _, rn := range caps.Content {
-			if v := mapValue(rn, "name"); v != nil && v.Value == name {
+			if v := yamlpos.Value(rn, "name"); v != nil && v.Value == name {
 				return caps, rn
 			}
 		}
 	}
 	return caps, nil
-}
-
-func mapValue(m *yaml.Node, key string) *yaml.Node {
-	if m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
 }
 
 // lastLine is the last line n's text occupies (its deepest, latest node,
@@ -383,7 +372,7 @@ func insertExcept(content []byte, rule, text string) ([]byte, error) {
 		return nil, errLayout(rule, "it is not a block mapping")
 	}
 	var ins insertion
-	if ex := mapValue(rn, "except"); ex != nil {
+	if ex := yamlpos.Value(rn, "except"); ex != nil {
 		if ex.Kind != yaml.SequenceNode || ex.Style&yaml.FlowStyle != 0 || len(ex.Content) == 0 {
 			return nil, errLayout(rule, "its except is not a block list")
 		}

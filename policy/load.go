@@ -17,6 +17,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/policy/testpaths"
 	"github.com/fluffy-waffle/fluffy/policy/units"
 	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/yamlpos"
 )
 
 // Error codes of the loader; callers and tests branch on them.
@@ -191,43 +192,25 @@ func (l *loader) warn(code string, n *yaml.Node, rule, msg string) {
 // mapping walks a mapping node, rejecting duplicate and unknown keys.
 func (l *loader) mapping(n *yaml.Node, what string, known []string, f func(key string, k, v *yaml.Node) error) error {
 	if n.Kind != yaml.MappingNode {
-		return l.err(CodeBadValue, n, what+" must be a mapping", fmt.Sprintf("found a %s", kindName(n)), "write key: value pairs")
+		return l.err(CodeBadValue, n, what+" must be a mapping", fmt.Sprintf("found a %s", yamlpos.Kind(n)), "write key: value pairs")
 	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if seen[k.Value] {
+	seen := yamlpos.Seen{}
+	return yamlpos.Pairs(n, "", func(p yamlpos.Pair) error {
+		k, v := p.Key, p.Value
+		if _, dup := seen.Repeat(k); dup {
 			return l.err(CodeBadValue, k, fmt.Sprintf("duplicate key %q in %s", k.Value, what), "a key may appear once", "merge the two entries")
 		}
-		seen[k.Value] = true
 		if known != nil && !slices.Contains(known, k.Value) {
 			return l.err(CodeUnknownField, k, fmt.Sprintf("unknown field %q in %s", k.Value, what),
 				"fluffy does not guess what a misspelled field means", "use one of: "+strings.Join(known, ", "))
 		}
-		if err := f(k.Value, k, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "mapping"
-	case yaml.SequenceNode:
-		return "list"
-	case yaml.ScalarNode:
-		return "scalar"
-	case yaml.AliasNode:
-		return "alias"
-	}
-	return "document"
+		return f(k.Value, k, v)
+	})
 }
 
 func (l *loader) scalar(n *yaml.Node, what string) (string, error) {
 	if n.Kind != yaml.ScalarNode {
-		return "", l.err(CodeBadValue, n, what+" must be a single value", "found a "+kindName(n), "write a plain value")
+		return "", l.err(CodeBadValue, n, what+" must be a single value", "found a "+yamlpos.Kind(n), "write a plain value")
 	}
 	return n.Value, nil
 }
@@ -253,7 +236,7 @@ func (l *loader) list(n *yaml.Node, what string) ([]string, error) {
 		return []string{n.Value}, nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, l.err(CodeBadValue, n, what+" must be a value or a list", "found a "+kindName(n), "write a value or [a, b]")
+		return nil, l.err(CodeBadValue, n, what+" must be a value or a list", "found a "+yamlpos.Kind(n), "write a value or [a, b]")
 	}
 	out := make([]string, 0, len(n.Content))
 	for _, c := range n.Content {
@@ -316,7 +299,7 @@ func (l *loader) top(n *yaml.Node) error {
 		return nil
 	}
 	if capNode.Kind != yaml.SequenceNode {
-		return l.err(CodeBadValue, capNode, "capabilities must be a list of rules", "found a "+kindName(capNode), "write each rule as a list item starting with '- name:'")
+		return l.err(CodeBadValue, capNode, "capabilities must be a list of rules", "found a "+yamlpos.Kind(capNode), "write each rule as a list item starting with '- name:'")
 	}
 	names := map[string]int{}
 	for _, rn := range capNode.Content {
@@ -394,7 +377,7 @@ func (l *loader) rule(n *yaml.Node) (*Rule, error) {
 	}
 	if exceptN != nil {
 		if exceptN.Kind != yaml.SequenceNode {
-			return nil, l.err(CodeBadValue, exceptN, fmt.Sprintf("rule %q: except must be a list", r.Name), "found a "+kindName(exceptN), "write except: [ { path_glob: [...] } ]")
+			return nil, l.err(CodeBadValue, exceptN, fmt.Sprintf("rule %q: except must be a list", r.Name), "found a "+yamlpos.Kind(exceptN), "write except: [ { path_glob: [...] } ]")
 		}
 		for _, en := range exceptN.Content {
 			c, err := l.cond(en, r.Name, "except")
@@ -647,7 +630,7 @@ func (l *loader) examples(n *yaml.Node, r *Rule, want bool) error {
 		field = "counter_examples"
 	}
 	if n.Kind != yaml.SequenceNode {
-		return l.err(CodeBadValue, n, fmt.Sprintf("rule %q: %s must be a list", r.Name, field), "found a "+kindName(n), "write a list of syscalls, each a mapping")
+		return l.err(CodeBadValue, n, fmt.Sprintf("rule %q: %s must be a list", r.Name, field), "found a "+yamlpos.Kind(n), "write a list of syscalls, each a mapping")
 	}
 	for _, en := range n.Content {
 		req, err := l.exampleRequest(en, fmt.Sprintf("rule %q %s item", r.Name, field))

@@ -5,6 +5,8 @@ import (
 	"regexp"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/fluffy-waffle/fluffy/yamlpos"
 )
 
 // SanitizePattern is one user-configured secret pattern (user-configurable
@@ -42,7 +44,7 @@ func (l *loader) sanitize(n *yaml.Node) error {
 		return nil
 	}
 	if patN.Kind != yaml.SequenceNode {
-		return l.err(CodeBadValue, patN, "sanitize.patterns must be a list", "found a "+kindName(patN), "write each pattern as - {name: ..., regex: ...}")
+		return l.err(CodeBadValue, patN, "sanitize.patterns must be a list", "found a "+yamlpos.Kind(patN), "write each pattern as - {name: ..., regex: ...}")
 	}
 	if len(patN.Content) > MaxSanitizePatterns {
 		return l.err(CodeBadValue, patN, fmt.Sprintf("sanitize.patterns has %d entries", len(patN.Content)),

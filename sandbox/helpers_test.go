@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
@@ -32,15 +32,6 @@ type testEnv struct {
 }
 
 var tenv testEnv
-
-func buildBinary(out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %v\n%s", pkg, err, b)
-	}
-	return nil
-}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envHelperKernel) != "" {
@@ -65,8 +56,8 @@ func runTests(m *testing.M) int {
 	tenv.dir = dir
 	tenv.hostile = filepath.Join(dir, "bin", "hostile")
 	tenv.adapter = filepath.Join(dir, "bin", "runtime-docker")
-	for out, pkg := range map[string]string{tenv.hostile: "./internal/fixtures/hostile", tenv.adapter: "../builtin-plugins/runtime-docker"} {
-		if err := buildBinary(out, pkg); err != nil {
+	for out, pkg := range map[string]string{tenv.hostile: "internal/fixtures/tool-hostile", tenv.adapter: "builtin-plugins/runtime-docker"} {
+		if err := testbin.IntoE(pkg, out); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

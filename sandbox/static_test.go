@@ -2,11 +2,11 @@ package sandbox
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -17,12 +17,7 @@ func TestCheckRunnable(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "main.go")
 	os.WriteFile(src, []byte("package main\nfunc main() {}\n"), 0o644)
-	static := filepath.Join(dir, "static")
-	cmd := exec.Command("go", "build", "-o", static, src)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
+	static := testbin.Build(t, "main.go", testbin.In(dir))
 	script := filepath.Join(dir, "script")
 	os.WriteFile(script, []byte("#!/bin/sh\necho hi\n"), 0o755)
 	if err := CheckRunnable("demo", script); err != nil {

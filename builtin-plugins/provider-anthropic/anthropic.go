@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -16,8 +15,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
-	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
+	"github.com/fluffy-waffle/fluffy/pluginsdk/providerkit"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -31,53 +30,17 @@ const (
 var up = upstream.Upstream{Name: "Anthropic", ConfigKey: "providers.anthropic", KeyEnv: "ANTHROPIC_API_KEY"}
 
 type anthropic struct {
-	log  hclog.Logger
+	*providerkit.Base[upstream.Config]
 	http *http.Client
-
-	mu  sync.Mutex
-	cfg *upstream.Config
 }
 
 func newAnthropic(log hclog.Logger, hc *http.Client) *anthropic {
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	return &anthropic{log: log, http: hc}
-}
-
-func (a *anthropic) Info() base.Info {
-	return base.Info{Name: pluginName, Kind: base.KindProvider, Version: version, APIVersions: base.SupportedAPIVersions()}
-}
-
-func (a *anthropic) Configure(_ context.Context, cfg base.Config, _ base.KernelClient) error {
-	c, err := upstream.ParseConfig(cfg.ConfigJSON, pluginName, defaultBaseURL)
-	if err != nil {
-		return err
-	}
-	if c.Model == "" {
-		c.Model = defaultModel
-	}
-	a.mu.Lock()
-	a.cfg = &c
-	a.mu.Unlock()
-	a.log.Info("configured", "config", c.String())
-	return nil
-}
-
-func (a *anthropic) Health(context.Context) error { return nil }
-
-func (a *anthropic) config() (upstream.Config, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.cfg == nil {
-		return upstream.Config{}, uerr.New(provider.CodeConfig, pluginName+" is not configured", "Configure was not called", "this is a bug in the kernel")
-	}
-	return *a.cfg, nil
+	return &anthropic{Base: providerkit.New(pluginName, version, log, upstream.Parser(pluginName, defaultBaseURL, defaultModel)), http: hc}
 }
 
 // Models reports the configured model.
 func (a *anthropic) Models(context.Context) ([]provider.ModelInfo, error) {
-	c, err := a.config()
+	c, err := a.Config()
 	if err != nil {
 		return nil, err
 	}
@@ -89,31 +52,23 @@ func (a *anthropic) Models(context.Context) ([]provider.ModelInfo, error) {
 // failed before any output. Errors are returned (sent as the turn's error
 // event by the shim); cancelling ctx closes the request.
 func (a *anthropic) Chat(ctx context.Context, req provider.ChatRequest, send func(provider.Event) error) error {
-	cfg, err := a.config()
+	cfg, err := a.Config()
 	if err != nil {
 		return err
-	}
-	names, err := provider.ToolNamesOf(req.Tools)
-	if err != nil {
-		return err
-	}
-	model := req.Model
-	if model == "" {
-		model = cfg.Model
-	}
-	// Encoded once by the SDK's own encoder, reused by every attempt.
-	body, err := buildRequest(req, model, names).MarshalJSON()
-	if err != nil {
-		return fmt.Errorf("encode the request: %w", err)
 	}
 	client := a.client(cfg)
-	return cfg.Retry.Retry(ctx, a.log, func() (bool, error) {
-		s := provider.NewStream(send, req.RequestID, names)
-		err := a.attempt(ctx, client, cfg.BaseURL, body, s)
-		if err != nil && ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return s.Delivered(), err
+	return providerkit.Chat(ctx, req, send, providerkit.Turn{
+		Model: cfg.Model,
+		// Encoded once by the SDK's own encoder, reused by every attempt.
+		Encode: func(model string, names *provider.ToolNames) ([]byte, error) {
+			return buildRequest(req, model, names).MarshalJSON()
+		},
+		Attempt: func(ctx context.Context, body []byte, s *provider.Stream) error {
+			return a.attempt(ctx, client, cfg.BaseURL, body, s)
+		},
+		Retry: func(ctx context.Context, attempt func() (bool, error)) error {
+			return cfg.Retry.Retry(ctx, a.Log, attempt)
+		},
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	oa "github.com/openai/openai-go/v3"
@@ -19,8 +18,8 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
-	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
+	"github.com/fluffy-waffle/fluffy/pluginsdk/providerkit"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -33,53 +32,17 @@ const (
 var up = upstream.Upstream{Name: "OpenAI", ConfigKey: "providers.openai", KeyEnv: "OPENAI_API_KEY"}
 
 type openai struct {
-	log  hclog.Logger
+	*providerkit.Base[upstream.Config]
 	http *http.Client
-
-	mu  sync.Mutex
-	cfg *upstream.Config
 }
 
 func newOpenAI(log hclog.Logger, hc *http.Client) *openai {
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	return &openai{log: log, http: hc}
-}
-
-func (o *openai) Info() base.Info {
-	return base.Info{Name: pluginName, Kind: base.KindProvider, Version: version, APIVersions: base.SupportedAPIVersions()}
-}
-
-func (o *openai) Configure(_ context.Context, cfg base.Config, _ base.KernelClient) error {
-	c, err := upstream.ParseConfig(cfg.ConfigJSON, pluginName, defaultBaseURL)
-	if err != nil {
-		return err
-	}
-	if c.Model == "" {
-		c.Model = defaultModel
-	}
-	o.mu.Lock()
-	o.cfg = &c
-	o.mu.Unlock()
-	o.log.Info("configured", "config", c.String())
-	return nil
-}
-
-func (o *openai) Health(context.Context) error { return nil }
-
-func (o *openai) config() (upstream.Config, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.cfg == nil {
-		return upstream.Config{}, uerr.New(provider.CodeConfig, pluginName+" is not configured", "Configure was not called", "this is a bug in the kernel")
-	}
-	return *o.cfg, nil
+	return &openai{Base: providerkit.New(pluginName, version, log, upstream.Parser(pluginName, defaultBaseURL, defaultModel)), http: hc}
 }
 
 // Models reports the configured model; its context window is unknown.
 func (o *openai) Models(context.Context) ([]provider.ModelInfo, error) {
-	c, err := o.config()
+	c, err := o.Config()
 	if err != nil {
 		return nil, err
 	}
@@ -92,31 +55,23 @@ func (o *openai) Models(context.Context) ([]provider.ModelInfo, error) {
 // failed before any output. Errors are returned (the go-plugin shim sends
 // them as the turn's error event); cancelling ctx closes the request.
 func (o *openai) Chat(ctx context.Context, req provider.ChatRequest, send func(provider.Event) error) error {
-	cfg, err := o.config()
+	cfg, err := o.Config()
 	if err != nil {
 		return err
-	}
-	names, err := provider.ToolNamesOf(req.Tools)
-	if err != nil {
-		return err
-	}
-	model := req.Model
-	if model == "" {
-		model = cfg.Model
-	}
-	// Encoded once by the SDK's own encoder, reused by every attempt.
-	body, err := buildRequest(req, model, cfg.BaseURL, names).MarshalJSON()
-	if err != nil {
-		return fmt.Errorf("encode the request: %w", err)
 	}
 	client := o.client(cfg)
-	return cfg.Retry.Retry(ctx, o.log, func() (bool, error) {
-		s := provider.NewStream(send, req.RequestID, names)
-		err := o.attempt(ctx, client, cfg.BaseURL, body, s)
-		if err != nil && ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return s.Delivered(), err
+	return providerkit.Chat(ctx, req, send, providerkit.Turn{
+		Model: cfg.Model,
+		// Encoded once by the SDK's own encoder, reused by every attempt.
+		Encode: func(model string, names *provider.ToolNames) ([]byte, error) {
+			return buildRequest(req, model, cfg.BaseURL, names).MarshalJSON()
+		},
+		Attempt: func(ctx context.Context, body []byte, s *provider.Stream) error {
+			return o.attempt(ctx, client, cfg.BaseURL, body, s)
+		},
+		Retry: func(ctx context.Context, attempt func() (bool, error)) error {
+			return cfg.Retry.Retry(ctx, o.Log, attempt)
+		},
 	})
 }
 

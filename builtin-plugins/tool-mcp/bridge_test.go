@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 )
@@ -29,11 +29,7 @@ func TestMain(m *testing.M) {
 func goServer(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "mcpserver")
-	cmd := exec.Command("go", "build", "-o", bin, "../../host/kernel/testdata/mcpserver")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "host/kernel/testdata/mcpserver", bin)
 	return bin
 }
 

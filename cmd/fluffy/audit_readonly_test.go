@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 )
 
 // dbListing lists every file of a database directory and its siblings (the
@@ -104,7 +105,7 @@ func TestAuditAsAnotherUser(t *testing.T) {
 	}
 	must(os.Chmod(base, 0o755))
 	bin := filepath.Join(base, "fluffy")
-	copyExec(t, buildOnce(t, "github.com/fluffy-waffle/fluffy/cmd/fluffy"), bin)
+	copyExec(t, testbin.Build(t, "cmd/fluffy"), bin)
 	home := filepath.Join(base, "home")
 	must(os.Mkdir(home, 0o777))
 	must(os.Chmod(home, 0o777))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/ipc"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
@@ -28,7 +29,7 @@ func fluffyLayout(t *testing.T, extra ...string) string {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	_ = os.Chmod(root, 0o755)
 	bin := filepath.Join(root, "fluffy")
-	b, err := os.ReadFile(buildOnce(t, "."))
+	b, err := os.ReadFile(testbin.Build(t, "cmd/fluffy"))
 	if err != nil {
 		t.Fatal(err)
 	}

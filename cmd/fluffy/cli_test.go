@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 )
 
@@ -41,38 +41,6 @@ func (c *cli) runIn(stdin string, tty bool, args ...string) (string, string, int
 	return out.String(), errb.String(), code
 }
 
-// builtBins caches binaries built once per test process (TestMain).
-var (
-	builtBins   = map[string]string{}
-	binCacheDir string
-)
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fluffy-cli-test")
-	if err != nil {
-		panic(err)
-	}
-	binCacheDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func buildOnce(t *testing.T, pkg string) string {
-	t.Helper()
-	if p, ok := builtBins[pkg]; ok {
-		return p
-	}
-	out := filepath.Join(binCacheDir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, b)
-	}
-	builtBins[pkg] = out
-	return out
-}
-
 // buildPlugin builds the main package pkg (once per test process) and lays
 // it out in a fresh directory together with its plugin.yaml, the sha256
 // stamped in, and returns the directory.
@@ -87,14 +55,11 @@ func buildPlugin(t *testing.T, pkg, manifest string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, m.Entry)
-	b, err := os.ReadFile(buildOnce(t, pkg))
+	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := testbin.Into(t, pkg, filepath.Join(dir, m.Entry), testbin.In(wd))
 	sum, err := manifests.FileSHA256(bin)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 )
 
 // TestCompletions: what the tree offers after each line typed so far.
@@ -51,7 +53,7 @@ func TestBashCompletionScript(t *testing.T) {
 	if err != nil {
 		t.Fatal("bash is needed:", err)
 	}
-	bin := buildOnce(t, "github.com/fluffy-waffle/fluffy/cmd/fluffy")
+	bin := testbin.Build(t, "cmd/fluffy")
 	for _, tc := range []struct {
 		line string // the words typed, the last one being completed
 		want string // COMPREPLY, sorted and joined by spaces

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 )
 
 // brokenPlugin lays out the conformance suite's broken fixture under name
@@ -39,7 +40,7 @@ tools:
 		t.Fatal(err)
 	}
 	// buildPlugin names the binary after the manifest's entry.
-	return buildPlugin(t, "../../conformance/internal/fixtures/broken", filepath.Join(dir, "src.yaml"))
+	return buildPlugin(t, "../../internal/fixtures/any-broken", filepath.Join(dir, "src.yaml"))
 }
 
 // plainCLI certifies plugins as plain processes (FLUFFY_SANDBOX=none): the
@@ -47,7 +48,7 @@ tools:
 func plainCLI(t *testing.T) *cli {
 	c := newCLI(t)
 	c.vars["FLUFFY_SANDBOX"] = "none"
-	c.vars["FLUFFY_CONFORMANCE_STUB_KERNEL"] = buildOnce(t, "../../conformance/cmd/stubkernel")
+	c.vars["FLUFFY_CONFORMANCE_STUB_KERNEL"] = testbin.Build(t, "conformance/cmd/stubkernel")
 	return c
 }
 
@@ -69,7 +70,7 @@ func conformanceCLI(t *testing.T) *cli {
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
 	c.home = home
-	c.vars["FLUFFY_RUNTIME_ADAPTER"] = buildOnce(t, "../../builtin-plugins/runtime-docker")
+	c.vars["FLUFFY_RUNTIME_ADAPTER"] = testbin.Build(t, "builtin-plugins/runtime-docker")
 	c.vars["DOCKER_HOST"] = os.Getenv("DOCKER_HOST")
 	return c
 }

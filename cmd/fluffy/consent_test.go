@@ -2,11 +2,11 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 )
 
@@ -29,12 +29,7 @@ tools:
 func markerPlugin(t *testing.T, marker string) string {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "markerplugin")
-	cmd := exec.Command("go", "build", "-ldflags", "-X main.marker="+marker, "-o", bin, "../../internal/fixtures/markerplugin")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build markerplugin: %v\n%s", err, out)
-	}
+	bin := testbin.Into(t, "internal/fixtures/tool-marker", filepath.Join(dir, "markerplugin"), testbin.LDFlags("-X main.marker="+marker))
 	sum, err := manifests.FileSHA256(bin)
 	if err != nil {
 		t.Fatal(err)

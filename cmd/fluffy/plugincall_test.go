@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 )
 
 // dockerCLI is a CLI whose kernel runs plugins in L2 containers; it skips
@@ -28,7 +29,7 @@ func dockerCLI(t *testing.T) *cli {
 	os.Chmod(home, 0o755)
 	t.Cleanup(func() { os.RemoveAll(home) })
 	c.home = home
-	c.vars["FLUFFY_RUNTIME_ADAPTER"] = buildOnce(t, "../../builtin-plugins/runtime-docker")
+	c.vars["FLUFFY_RUNTIME_ADAPTER"] = testbin.Build(t, "builtin-plugins/runtime-docker")
 	c.vars["DOCKER_HOST"] = os.Getenv("DOCKER_HOST")
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 )
 
@@ -36,7 +37,7 @@ func TestPluginNewEndToEnd(t *testing.T) {
 	if _, _, code := c.run("plugin", "new", "hello-greeter", "--dir", dir, "--sdk", repo); code == 0 {
 		t.Fatal("plugin new overwrote a non-empty directory")
 	}
-	fluffy := buildOnce(t, ".")
+	fluffy := testbin.Build(t, "cmd/fluffy")
 	sh := func(env []string, name string, args ...string) (string, error) {
 		cmd := exec.Command(name, args...)
 		cmd.Dir = dir

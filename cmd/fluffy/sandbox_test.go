@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/policy"
 )
 
@@ -48,13 +49,13 @@ func TestKilledCLILeavesNoSandboxBehind(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
 	c.home = home
-	c.vars["FLUFFY_RUNTIME_ADAPTER"] = buildOnce(t, "../../builtin-plugins/runtime-docker")
+	c.vars["FLUFFY_RUNTIME_ADAPTER"] = testbin.Build(t, "builtin-plugins/runtime-docker")
 	c.vars["DOCKER_HOST"] = os.Getenv("DOCKER_HOST")
-	fluffy := buildOnce(t, ".")
+	fluffy := testbin.Build(t, "cmd/fluffy")
 
 	mf := filepath.Join(t.TempDir(), "plugin.yaml")
 	os.WriteFile(mf, []byte(fixtureManifest), 0o644)
-	src := buildPlugin(t, "../../internal/fixtureplugin", mf)
+	src := buildPlugin(t, "../../internal/fixtures/tool-misbehave", mf)
 	// The fixture offers tools its manifest does not declare, so certification
 	// fails; --force installs it anyway (recorded as forced).
 	if _, errOut, code := c.run("plugin", "install", src, "--yes", "--force"); code != 0 {

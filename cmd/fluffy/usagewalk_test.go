@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -34,7 +35,7 @@ type usageLine struct {
 // fail for a reason of their own (no such plugin, no provider): that is
 // fine here; only a refusal of the command line is not.
 func TestEveryDocumentedUsageRuns(t *testing.T) {
-	bin := buildOnce(t, "github.com/fluffy-waffle/fluffy/cmd/fluffy")
+	bin := testbin.Build(t, "cmd/fluffy")
 	w := newUsageWalk(t, bin)
 	lines := append(helpUsageLines(t), docUsageLines(t)...)
 	if len(lines) < 60 {

@@ -16,6 +16,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/atomicfile"
 	"github.com/fluffy-waffle/fluffy/policy/units"
 	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/yamlpos"
 )
 
 // Source says which layer a value came from.
@@ -194,38 +195,24 @@ func readFile(path string, keys map[string]Key) ([]Value, error) {
 	}
 	var out []Value
 	var errs []error
-	var walk func(prefix string, n *yaml.Node)
-	walk = func(prefix string, n *yaml.Node) {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			kn, vn := n.Content[i], n.Content[i+1]
-			name := kn.Value
-			if prefix != "" {
-				name = prefix + "." + name
-			}
-			if vn.Kind == yaml.MappingNode {
-				walk(name, vn)
-				continue
-			}
-			where := fmt.Sprintf("%s:%d", path, kn.Line)
-			k, ok := keys[name]
-			if !ok {
-				errs = append(errs, unknownKey(name, where))
-				continue
-			}
-			if vn.Kind != yaml.ScalarNode || vn.Tag == "!!null" {
-				errs = append(errs, badValue(k, "", where, "a single value is expected"))
-				continue
-			}
-			if why := k.check(vn.Value); why != "" {
-				errs = append(errs, badValue(k, vn.Value, where, why))
-				continue
-			}
-			out = append(out, Value{Key: name, Raw: vn.Value, Origin: where})
+	yamlpos.Leaves(root, func(p yamlpos.Pair) {
+		kn, vn, name := p.Key, p.Value, p.Path
+		where := fmt.Sprintf("%s:%d", path, kn.Line)
+		k, ok := keys[name]
+		if !ok {
+			errs = append(errs, unknownKey(name, where))
+			return
 		}
-	}
-	if root.Kind == yaml.MappingNode {
-		walk("", root)
-	}
+		if vn.Kind != yaml.ScalarNode || vn.Tag == "!!null" {
+			errs = append(errs, badValue(k, "", where, "a single value is expected"))
+			return
+		}
+		if why := k.check(vn.Value); why != "" {
+			errs = append(errs, badValue(k, vn.Value, where, why))
+			return
+		}
+		out = append(out, Value{Key: name, Raw: vn.Value, Origin: where})
+	})
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 )
@@ -52,11 +52,7 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 	os.Symlink("../a.txt", filepath.Join(ws, "docs", "a-link.txt"))
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fixture")
-	cmd := exec.Command("go", "build", "-o", bin, "../../internal/fixtureplugin")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "internal/fixtures/tool-misbehave", bin)
 	sum, _ := manifests.FileSHA256(bin)
 	stamped, _ := manifests.StampSHA256([]byte(fixtureManifest), sum)
 	os.WriteFile(filepath.Join(dir, "plugin.yaml"), stamped, 0o644)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 )
@@ -19,11 +19,7 @@ import (
 func stage(t *testing.T) string {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "tool-fs")
-	cmd := exec.Command("go", "build", "-o", bin, "../../builtin-plugins/tool-fs")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "builtin-plugins/tool-fs", bin)
 	data, _ := os.ReadFile("../../builtin-plugins/tool-fs/plugin.yaml")
 	sum, _ := manifests.FileSHA256(bin)
 	stamped, err := manifests.StampSHA256(data, sum)

@@ -27,6 +27,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/mcpconfig"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
@@ -45,11 +46,7 @@ func mcpGoServer(t *testing.T) string {
 	_ = os.Chmod(dir, 0o755)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	bin := filepath.Join(dir, "mcpserver")
-	cmd := exec.Command("go", "build", "-o", bin, "./testdata/mcpserver")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "host/kernel/testdata/mcpserver", bin)
 	return bin
 }
 

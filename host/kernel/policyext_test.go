@@ -3,13 +3,13 @@ package kernel
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/policy"
@@ -21,11 +21,7 @@ import (
 func TestPolicyExtensionPlugins(t *testing.T) {
 	dir := t.TempDir()
 	built := filepath.Join(dir, "fixture")
-	cmd := exec.Command("go", "build", "-o", built, "../../internal/fixturepolicy")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "internal/fixtures/policy-misbehave", built)
 	raw, _ := os.ReadFile(built)
 	sup := supervisor.New(supervisor.Options{Workspace: t.TempDir(), OutRoot: t.TempDir(), StartTimeout: 5 * time.Second})
 	defer sup.Close()

@@ -3,28 +3,24 @@ package kernel
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/policy"
 )
 
-// stagePolicyExt lays out internal/fixturepolicy as the policy plugin
+// stagePolicyExt lays out internal/fixtures/policy-misbehave as the policy plugin
 // ext-good (it denies fs.write under secret/ and abstains otherwise).
 func stagePolicyExt(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "good") // the fixture serves as "ext-" + its file name
-	cmd := exec.Command("go", "build", "-o", bin, "../../internal/fixturepolicy")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "internal/fixtures/policy-misbehave", bin)
 	sum, _ := manifests.FileSHA256(bin)
 	man := "name: ext-good\nversion: 1.0.0\nkind: policy\ndescription: test policy extension\nauthor: tests\nentry: good\nsha256: " + sum + "\napi_versions: [1, 2]\n"
 	if err := os.WriteFile(filepath.Join(dir, manifests.FileName), []byte(man), 0o644); err != nil {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/uerr"
@@ -75,11 +75,7 @@ func openDockerKernel(t *testing.T, ws string, o Options) *Kernel {
 	os.Chmod(home, 0o755)
 	t.Cleanup(func() { os.RemoveAll(home) })
 	adapter := filepath.Join(t.TempDir(), "runtime-docker")
-	cmd := exec.Command("go", "build", "-o", adapter, "../../builtin-plugins/runtime-docker")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "builtin-plugins/runtime-docker", adapter)
 	env := map[string]string{"FLUFFY_RUNTIME_ADAPTER": adapter, "DOCKER_HOST": os.Getenv("DOCKER_HOST")}
 	o.Home, o.Workspace, o.Getenv = home, ws, func(k string) string { return env[k] }
 	if o.Logger == nil {
@@ -96,17 +92,13 @@ func openDockerKernel(t *testing.T, ws string, o Options) *Kernel {
 	return k
 }
 
-// installFixture builds internal/fixtureplugin under the given manifest and
+// installFixture builds internal/fixtures/tool-misbehave under the given manifest and
 // installs and loads it.
 func installFixture(t *testing.T, k *Kernel, manifest string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fixture")
-	cmd := exec.Command("go", "build", "-o", bin, "../../internal/fixtureplugin")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "internal/fixtures/tool-misbehave", bin)
 	sum, _ := manifests.FileSHA256(bin)
 	stamped, err := manifests.StampSHA256([]byte(manifest), sum)
 	if err != nil {

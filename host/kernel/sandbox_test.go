@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -49,11 +49,7 @@ func dockerKernelIn(t *testing.T, home, ws string) *Kernel {
 func buildAdapter(t *testing.T) string {
 	t.Helper()
 	adapter := filepath.Join(t.TempDir(), "runtime-docker")
-	cmd := exec.Command("go", "build", "-o", adapter, "../../builtin-plugins/runtime-docker")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "builtin-plugins/runtime-docker", adapter)
 	return adapter
 }
 

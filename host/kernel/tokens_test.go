@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/policy/token"
@@ -23,11 +23,7 @@ func fixtureKernel(t *testing.T, ws, manifest string, o Options) *Kernel {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fixture")
-	cmd := exec.Command("go", "build", "-o", bin, "../../internal/fixtureplugin")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "internal/fixtures/tool-misbehave", bin)
 	sum, _ := manifests.FileSHA256(bin)
 	stamped, _ := manifests.StampSHA256([]byte(manifest), sum)
 	if err := os.WriteFile(filepath.Join(dir, "plugin.yaml"), stamped, 0o644); err != nil {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 )
@@ -22,11 +22,7 @@ func TestTwoPluginsCannotUseEachOthersTokens(t *testing.T) {
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("A"), 0o644)
 	bin := filepath.Join(t.TempDir(), "fixture")
-	cmd := exec.Command("go", "build", "-o", bin, "../../internal/fixtureplugin")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testbin.Into(t, "internal/fixtures/tool-misbehave", bin)
 	sum, _ := manifests.FileSHA256(bin)
 	ctx := context.Background()
 	k, err := Open(ctx, Options{Home: t.TempDir(), Workspace: ws, Sandbox: SandboxNone})

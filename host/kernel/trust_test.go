@@ -4,47 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-var fixtureBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// fixtureBin builds internal/fixtureplugin once per test process.
+// fixtureBin is internal/fixtures/tool-misbehave, built once per test process.
 func fixtureBin(t *testing.T) string {
 	t.Helper()
-	fixtureBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "fluffy-kernel-fixture")
-		if err != nil {
-			fixtureBuild.err = err
-			return
-		}
-		fixtureBuild.path = filepath.Join(dir, "fixture")
-		cmd := exec.Command("go", "build", "-o", fixtureBuild.path, "../../internal/fixtureplugin")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fixtureBuild.err = err
-			fixtureBuild.path = string(out)
-		}
-	})
-	if fixtureBuild.err != nil {
-		t.Fatalf("build fixture: %v\n%s", fixtureBuild.err, fixtureBuild.path)
-	}
-	return fixtureBuild.path
+	return testbin.Build(t, "internal/fixtures/tool-misbehave")
 }
 
 // stageFixture lays out the fixture plugin (it serves as "fixture" 1.0.0)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
@@ -63,15 +63,6 @@ func runTests(m *testing.M) int {
 	return code
 }
 
-func build(out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %v\n%s", pkg, err, b)
-	}
-	return nil
-}
-
 func setupDocker(dir string) error {
 	if _, err := os.Stat("/var/run/docker.sock"); err != nil && os.Getenv("DOCKER_HOST") == "" {
 		return fmt.Errorf("no docker socket: %w", err)
@@ -79,10 +70,10 @@ func setupDocker(dir string) error {
 	bin := filepath.Join(dir, "bin")
 	adapter := filepath.Join(bin, "runtime-docker")
 	cenv.ticker = filepath.Join(bin, "ticker")
-	if err := build(adapter, "../../builtin-plugins/runtime-docker"); err != nil {
+	if err := testbin.IntoE("builtin-plugins/runtime-docker", adapter); err != nil {
 		return err
 	}
-	if err := build(cenv.ticker, "./internal/ticker"); err != nil {
+	if err := testbin.IntoE("host/scheduler/internal/ticker", cenv.ticker); err != nil {
 		return err
 	}
 	_ = os.Chmod(bin, 0o755)

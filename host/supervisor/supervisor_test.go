@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
@@ -35,11 +35,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = dir
-	for name, pkg := range map[string]string{"fixture": "../../internal/fixtureplugin", "tool-fs": "../../builtin-plugins/tool-fs"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+	for name, pkg := range map[string]string{"fixture": "internal/fixtures/tool-misbehave", "tool-fs": "builtin-plugins/tool-fs"} {
+		if err := testbin.IntoE(pkg, filepath.Join(dir, name)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}

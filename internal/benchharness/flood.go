@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -24,13 +23,14 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/policy"
 )
 
 // floodManifest declares the fixture plugin's attack tools
-// (internal/fixtureplugin), as host/kernel's tests install it.
+// (internal/fixtures/tool-misbehave), as host/kernel's tests install it.
 const floodManifest = `name: fixture
 version: 1.0.0
 kind: tool
@@ -81,17 +81,15 @@ func floodSuite(cfg config, progress func(string)) ([]Row, error) {
 	}
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello\n"), 0o644)
 	adapter := os.Getenv("FLUFFY_RUNTIME_ADAPTER")
-	builds := [][2]string{{filepath.Join(pdir, "fixture"), "./internal/fixtureplugin"}}
+	builds := [][2]string{{filepath.Join(pdir, "fixture"), "internal/fixtures/tool-misbehave"}}
 	if adapter == "" {
 		adapter = filepath.Join(tmp, "runtime-docker")
-		builds = append(builds, [2]string{adapter, "./builtin-plugins/runtime-docker"})
+		builds = append(builds, [2]string{adapter, "builtin-plugins/runtime-docker"})
 	}
 	for _, b := range builds {
 		progress("go build " + b[1])
-		cmd := exec.Command("go", "build", "-o", b[0], b[1])
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build %s (run the harness from the repository root): %v\n%s", b[1], err, out)
+		if err := testbin.IntoE(b[1], b[0]); err != nil {
+			return nil, err
 		}
 	}
 	sum, err := manifests.FileSHA256(filepath.Join(pdir, "fixture"))

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
@@ -23,74 +22,64 @@ import (
 	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
-// builds caches binaries built by this test process (package dir → path).
-var builds struct {
-	sync.Mutex
-	dir string
-	bin map[string]string
-}
-
-// repoRoot is the module root, found from this file's location.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
 // Build compiles a main package of this repository (a path relative to the
 // repository root, e.g. "builtin-plugins/tool-search") statically, once per
 // test process, and returns the binary's path.
 func Build(tb testing.TB, pkg string) string {
 	tb.Helper()
-	builds.Lock()
-	defer builds.Unlock()
-	if p, ok := builds.bin[pkg]; ok {
-		return p
-	}
-	if builds.dir == "" {
-		d, err := os.MkdirTemp("", "fluffy-kt-bin")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		_ = os.Chmod(d, 0o755)
-		builds.dir, builds.bin = d, map[string]string{}
-	}
-	dir := filepath.Join(builds.dir, filepath.Base(pkg))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./"+pkg)
-	cmd.Dir = repoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("build %s: %v\n%s", pkg, err, b)
-	}
-	builds.bin[pkg] = out
-	return out
+	return testbin.Build(tb, pkg, testbin.Flags("-trimpath"), testbin.LDFlags("-s -w"))
+}
+
+// staged are the plugin directories Stage laid out in this process: each
+// once, as its binary may already be running when another test asks.
+var staged sync.Map // package dir → *stagedDir
+
+type stagedDir struct {
+	once sync.Once
+	dir  string
+	err  error
 }
 
 // Stage builds a builtin plugin and puts it with its stamped plugin.yaml in
-// a directory of its own, ready to install; it returns that directory.
+// a directory of its own, ready to install; it returns that directory. All
+// staged directories share one parent (the builtin plugin directory) and
+// each is named after its plugin.
 func Stage(tb testing.TB, pkg string) string {
 	tb.Helper()
-	bin := Build(tb, pkg)
-	dir := filepath.Dir(bin)
-	data, err := os.ReadFile(filepath.Join(repoRoot(), pkg, "plugin.yaml"))
+	v, _ := staged.LoadOrStore(pkg, &stagedDir{})
+	s := v.(*stagedDir)
+	s.once.Do(func() { s.dir, s.err = stage(pkg) })
+	if s.err != nil {
+		tb.Fatal(s.err)
+	}
+	return s.dir
+}
+
+func stage(pkg string) (string, error) {
+	root, err := testbin.Dir()
 	if err != nil {
-		tb.Fatal(err)
+		return "", err
+	}
+	name := filepath.Base(pkg)
+	dir := filepath.Join(root, "staged", name)
+	bin := filepath.Join(dir, name)
+	if err := testbin.IntoE(pkg, bin, testbin.Flags("-trimpath"), testbin.LDFlags("-s -w")); err != nil {
+		return "", err
+	}
+	_ = os.Chmod(filepath.Dir(dir), 0o755)
+	data, err := os.ReadFile(filepath.Join(testbin.Root(), pkg, "plugin.yaml"))
+	if err != nil {
+		return "", err
 	}
 	sum, err := manifests.FileSHA256(bin)
 	if err != nil {
-		tb.Fatal(err)
+		return "", err
 	}
 	stamped, err := manifests.StampSHA256(data, sum)
 	if err != nil {
-		tb.Fatal(err)
+		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "plugin.yaml"), stamped, 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	return dir
+	return dir, os.WriteFile(filepath.Join(dir, "plugin.yaml"), stamped, 0o644)
 }
 
 // Env is a running kernel with builtin plugins installed.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/conformance/spec"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
 )
 
@@ -134,14 +135,11 @@ func buildRunner(t testing.TB, from string) string {
 	if err != nil || strings.TrimSpace(string(dir)) == "" {
 		t.Fatalf("conformance: cannot find the %s module to build its suite runner: %v\n%s\nfix: require %s in go.mod (see fluffy's README, \"Depending on the SDK\")", fluffyModule, err, strings.TrimSpace(stderr.String()), fluffyModule)
 	}
-	out := filepath.Join(t.TempDir(), "suiterun")
-	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", out, "./"+runnerDir)
-	cmd.Dir = strings.TrimSpace(string(dir))
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("conformance: build the suite runner in %s: %v\n%s", cmd.Dir, err, b)
+	bin, err := testbin.Path("./"+runnerDir, testbin.In(strings.TrimSpace(string(dir))), testbin.Flags("-buildvcs=false"), testbin.Env("GOWORK=off"))
+	if err != nil {
+		t.Fatalf("conformance: build the suite runner: %v", err)
 	}
-	return out
+	return bin
 }
 
 // runnerNoSandbox is the runner's exit status for "the L2 sandbox is

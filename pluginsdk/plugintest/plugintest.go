@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 )
@@ -84,13 +85,11 @@ func Build(t testing.TB, pkg string) string {
 	if name == "." || name == ".." || name == "/" {
 		name = "plugin"
 	}
-	out := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return testbin.Into(t, pkg, filepath.Join(t.TempDir(), name), testbin.In(wd))
 }
 
 // Binary is a plugin binary launched through go-plugin.

@@ -3,24 +3,18 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
+	"github.com/fluffy-waffle/fluffy/internal/testbin"
+	"github.com/fluffy-waffle/fluffy/plugins/provider"
+	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
+	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
+	"github.com/fluffy-waffle/fluffy/test/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/fluffy-waffle/fluffy/plugins/provider"
-	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
-	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
 )
-
-// call is one tool call of a scripted model turn.
-type call struct {
-	name string
-	args map[string]any
-}
 
 // project is a small project in its community's usual layout and the
 // change a scripted model makes to it, test-first.
@@ -30,9 +24,9 @@ type project struct {
 	files map[string]string
 	task  string
 	// before: turns before plan.complete (tools any state allows).
-	before [][]call
+	before [][]harness.Call
 	// turns after plan.complete; each turn's calls, in order.
-	turns [][]call
+	turns [][]harness.Call
 	// refused: the index of the first call (over all turns) that the
 	// kernel must refuse, or -1.
 	refused int
@@ -40,12 +34,6 @@ type project struct {
 	hostRun []string
 	hostOK  string
 }
-
-func write(path, content string) call {
-	return call{"fs.write", map[string]any{"path": path, "content": content}}
-}
-
-var testRun = call{"test.run", map[string]any{}}
 
 const goWordfreq = `// Package wordfreq counts words.
 package wordfreq
@@ -109,10 +97,10 @@ func projects() []project {
 			"internal/norm/norm.go": "// Package norm normalises words.\npackage norm\n\nimport \"strings\"\n\n// Word trims punctuation around w.\nfunc Word(w string) string { return strings.Trim(w, \".,;:!?\") }\n",
 		},
 		task: "make Count ignore case",
-		turns: [][]call{
-			{write("wordfreq.go", goWordfreqFixed)},
-			{write("case_test.go", goCaseTest), testRun},
-			{write("wordfreq.go", goWordfreqFixed), testRun},
+		turns: [][]harness.Call{
+			{harness.Write("wordfreq.go", goWordfreqFixed)},
+			{harness.Write("case_test.go", goCaseTest), harness.TestRun()},
+			{harness.Write("wordfreq.go", goWordfreqFixed), harness.TestRun()},
 		},
 		refused: 0,
 		want:    map[string]string{"wordfreq.go": goWordfreqFixed, "case_test.go": goCaseTest},
@@ -133,9 +121,9 @@ func projects() []project {
 			"tests/data/README.md": "fixtures\n",
 		},
 		task: "strip punctuation in slug",
-		turns: [][]call{
-			{write("tests/test_punct.py", "from slugs import slug\n\n\ndef test_punctuation():\n    assert slug(\"Hi, there!\") == \"hi-there\"\n"), testRun},
-			{write("slugs/core.py", "import re\n\n\ndef slug(s):\n    s = re.sub(r\"[^\\w\\s-]\", \"\", s)\n    return s.lower().replace(\" \", \"-\")\n"), testRun},
+		turns: [][]harness.Call{
+			{harness.Write("tests/test_punct.py", "from slugs import slug\n\n\ndef test_punctuation():\n    assert slug(\"Hi, there!\") == \"hi-there\"\n"), harness.TestRun()},
+			{harness.Write("slugs/core.py", "import re\n\n\ndef slug(s):\n    s = re.sub(r\"[^\\w\\s-]\", \"\", s)\n    return s.lower().replace(\" \", \"-\")\n"), harness.TestRun()},
 		},
 		refused: -1,
 		want:    map[string]string{"slugs/core.py": "import re\n\n\ndef slug(s):\n    s = re.sub(r\"[^\\w\\s-]\", \"\", s)\n    return s.lower().replace(\" \", \"-\")\n"},
@@ -153,9 +141,9 @@ func projects() []project {
 			"lib/internal/id.js": "module.exports = (x) => x;\n",
 		},
 		task: "add wrap to clampjs",
-		turns: [][]call{
-			{write("lib/wrap.test.js", "const test = require('node:test');\nconst assert = require('node:assert');\nconst { wrap } = require('./wrap');\ntest('wraps', () => { assert.strictEqual(wrap(7, 0, 5), 2); });\n"), testRun},
-			{write("lib/wrap.js", "function wrap(x, lo, hi) { const n = hi - lo; return ((((x - lo) % n) + n) % n) + lo; }\nmodule.exports = { wrap };\n"), testRun},
+		turns: [][]harness.Call{
+			{harness.Write("lib/wrap.test.js", "const test = require('node:test');\nconst assert = require('node:assert');\nconst { wrap } = require('./wrap');\ntest('wraps', () => { assert.strictEqual(wrap(7, 0, 5), 2); });\n"), harness.TestRun()},
+			{harness.Write("lib/wrap.js", "function wrap(x, lo, hi) { const n = hi - lo; return ((((x - lo) % n) + n) % n) + lo; }\nmodule.exports = { wrap };\n"), harness.TestRun()},
 		},
 		refused: -1,
 		want:    map[string]string{"lib/wrap.js": "function wrap(x, lo, hi) { const n = hi - lo; return ((((x - lo) % n) + n) % n) + lo; }\nmodule.exports = { wrap };\n"},
@@ -172,9 +160,9 @@ func projects() []project {
 			"examples/use.rs": "fn main() {\n    println!(\"{}\", ranges::clamp(1, 0, 2));\n}\n",
 		},
 		task: "add span to ranges",
-		turns: [][]call{
-			{write("tests/span.rs", "#[test]\nfn spans() {\n    assert_eq!(ranges::span(2, 7), 5);\n}\n"), testRun},
-			{write("src/lib.rs", "pub fn clamp(x: i32, lo: i32, hi: i32) -> i32 {\n    x.max(lo).min(hi)\n}\n\npub fn span(lo: i32, hi: i32) -> i32 {\n    hi - lo\n}\n"), testRun},
+		turns: [][]harness.Call{
+			{harness.Write("tests/span.rs", "#[test]\nfn spans() {\n    assert_eq!(ranges::span(2, 7), 5);\n}\n"), harness.TestRun()},
+			{harness.Write("src/lib.rs", "pub fn clamp(x: i32, lo: i32, hi: i32) -> i32 {\n    x.max(lo).min(hi)\n}\n\npub fn span(lo: i32, hi: i32) -> i32 {\n    hi - lo\n}\n"), harness.TestRun()},
 		},
 		refused: -1,
 		want:    map[string]string{"src/lib.rs": "pub fn clamp(x: i32, lo: i32, hi: i32) -> i32 {\n    x.max(lo).min(hi)\n}\n\npub fn span(lo: i32, hi: i32) -> i32 {\n    hi - lo\n}\n"},
@@ -185,30 +173,10 @@ func projects() []project {
 // events are a scripted model's turns: plan.complete, the project's turns,
 // then a closing answer.
 func (p project) events() [][]provider.Event {
-	var turns [][]provider.Event
-	all := append(append(slices.Clone(p.before), []call{{"plan.complete", map[string]any{"plan": "1. a failing test. 2. the change. 3. red, then green."}}}), p.turns...)
-	n := 0
-	for _, calls := range all {
-		var evs []provider.Event
-		for _, c := range calls {
-			n++
-			id := fmt.Sprintf("c%d", n)
-			a, _ := json.Marshal(c.args)
-			half := len(a) / 2
-			evs = append(evs,
-				provider.Event{ToolCallStart: &provider.ToolCallStart{CallID: id, Name: c.name}},
-				provider.Event{ToolCallDelta: &provider.ToolCallDelta{CallID: id, ArgumentsDelta: string(a[:half])}},
-				provider.Event{ToolCallDelta: &provider.ToolCallDelta{CallID: id, ArgumentsDelta: string(a[half:])}},
-				provider.Event{ToolCallEnd: &provider.ToolCallEnd{CallID: id, Name: c.name, Arguments: a}})
-		}
-		// 2 000 tokens in, 100 out a turn: on gpt-4.1 $0.0048.
-		turns = append(turns, append(evs, provider.Event{Usage: &provider.Usage{InputTokens: 2000, OutputTokens: 100}},
-			provider.Event{Done: &provider.Done{StopReason: provider.StopToolUse}}))
-	}
-	return append(turns, []provider.Event{{TextDelta: "Done: the tests pass."}, {Done: &provider.Done{StopReason: provider.StopEndTurn}}})
+	return harness.Turns(append(append(slices.Clone(p.before), []harness.Call{harness.Plan()}), p.turns...)...)
 }
 
-func (p project) cassette(t *testing.T) string {
+func (p project) cassette(t testing.TB) string {
 	t.Helper()
 	var b strings.Builder
 	w := cassette.NewWriter(&b)
@@ -221,104 +189,34 @@ func (p project) cassette(t *testing.T) string {
 	return b.String()
 }
 
-// fluffy is the binary `make build` made, beside its plugins.
-func fluffyBin(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(root, "bin", "fluffy")
-	for _, p := range []string{bin, filepath.Join(root, "bin", "plugins", "provider-replay", "plugin.yaml"), filepath.Join(root, "bin", "plugins", "runtime-docker", "runtime-docker")} {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%s is missing: the end-to-end tests run what `make build` builds (make test builds it first): %v", p, err)
-		}
-	}
-	return bin
-}
-
-func needDocker(t *testing.T) {
-	t.Helper()
-	if err := exec.Command("docker", "info").Run(); err != nil {
-		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
-			t.Fatalf("FLUFFY_REQUIRE_DOCKER is set but docker does not answer: %v", err)
-		}
-		t.Skipf("Docker is not available: %v", err)
-	}
-}
-
-// user runs commands as a person at a shell in one project and one home.
-type user struct {
-	t      *testing.T
-	fluffy string
-	dir    string
-	env    []string
-}
-
-func (u user) run(args ...string) (stdout, stderr string, code int) {
-	u.t.Helper()
-	cmd := exec.Command(u.fluffy, args...)
-	cmd.Dir, cmd.Env = u.dir, u.env
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		u.t.Fatalf("fluffy %v: %v", args, err)
-	}
-	return so.String(), se.String(), code
-}
-
-func (u user) git(args ...string) string {
-	u.t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=e2e", "-c", "user.email=e2e@example.com"}, args...)...)
-	cmd.Dir = u.dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		u.t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
 // newProject writes p into a fresh git repository and returns the user
 // working in it on home.
 func newProject(t *testing.T, fluffy, home string, p project, extraEnv ...string) user {
 	t.Helper()
-	dir := t.TempDir()
-	for name, content := range p.files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	env := append(os.Environ(), "FLUFFY_HOME="+home)
-	env = append(env, extraEnv...)
-	u := user{t: t, fluffy: fluffy, dir: dir, env: env}
-	u.git("init", "-q", "-b", "main")
-	u.git("add", "-A")
-	u.git("commit", "-q", "-m", "first")
-	t.Cleanup(func() { _, _, _ = u.run("kernel", "stop") })
+	u := user{harness.User{T: t, Fluffy: fluffy, Dir: t.TempDir(), Env: append(env, extraEnv...)}}
+	u.InitRepo(p.files)
+	t.Cleanup(func() { _, _, _ = u.Run("kernel", "stop") })
 	return u
 }
+
+// user is a person at a shell in one project and one home.
+type user struct{ harness.User }
 
 // useCassette writes p's scripted turns to a cassette in the project's
 // .fluffy/ and points provider-replay at it with `fluffy config set`, as
 // a user would.
 func (u user) useCassette(p project) {
-	u.t.Helper()
-	cas := filepath.Join(u.dir, ".fluffy", "cassette.jsonl")
+	u.T.Helper()
+	cas := filepath.Join(u.Dir, ".fluffy", "cassette.jsonl")
 	if err := os.MkdirAll(filepath.Dir(cas), 0o755); err != nil {
-		u.t.Fatal(err)
+		u.T.Fatal(err)
 	}
-	if err := os.WriteFile(cas, []byte(p.cassette(u.t)), 0o600); err != nil {
-		u.t.Fatal(err)
+	if err := os.WriteFile(cas, []byte(p.cassette(u.T)), 0o600); err != nil {
+		u.T.Fatal(err)
 	}
-	if _, stderr, code := u.run("config", "set", "--project", "providers.replay.cassette", cas); code != 0 {
-		u.t.Fatalf("config set: exit %d\n%s", code, stderr)
+	if _, stderr, code := u.Run("config", "set", "--project", "providers.replay.cassette", cas); code != 0 {
+		u.T.Fatalf("config set: exit %d\n%s", code, stderr)
 	}
 }
 
@@ -333,8 +231,8 @@ type result struct {
 }
 
 func (u user) task(args ...string) result {
-	u.t.Helper()
-	out, stderr, code := u.run(args...)
+	u.T.Helper()
+	out, stderr, code := u.Run(args...)
 	r := result{code: code, stderr: stderr}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -355,7 +253,7 @@ func (u user) task(args ...string) result {
 			} `json:"done"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			u.t.Fatalf("stdout line is not a JSON event: %q", sc.Text())
+			u.T.Fatalf("stdout line is not a JSON event: %q", sc.Text())
 		}
 		r.lastLine = sc.Text()
 		if ev.Type == "tool_result" && ev.Tool != nil {
@@ -394,16 +292,16 @@ func check(t *testing.T, u user, p project, r result) {
 		}
 	}
 	for path, want := range p.want {
-		if got, _ := os.ReadFile(filepath.Join(u.dir, path)); string(got) != want {
+		if got, _ := os.ReadFile(filepath.Join(u.Dir, path)); string(got) != want {
 			t.Fatalf("%s: %s was not merged:\n%s", p.name, path, got)
 		}
 	}
-	log := strings.TrimSpace(u.git("log", "--format=%H %s"))
+	log := strings.TrimSpace(u.Git("log", "--format=%H %s"))
 	if n := len(strings.Split(log, "\n")); n != 2 || r.commit == "" || !strings.HasPrefix(log, r.commit) {
 		t.Fatalf("%s: want one new commit %q on top of the first, git log:\n%s", p.name, r.commit, log)
 	}
 	cmd := exec.Command(p.hostRun[0], p.hostRun[1:]...)
-	cmd.Dir = u.dir
+	cmd.Dir = u.Dir
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), p.hostOK) {
 		t.Fatalf("%s: the merged project's tests on the host: %v\n%s", p.name, err, out)
 	}
@@ -415,9 +313,9 @@ func check(t *testing.T, u user, p project, r result) {
 // on the command line (`--provider replay`, its cassette in the project's
 // config) as a user types it.
 func TestCommunityLayouts(t *testing.T) {
-	needDocker(t)
-	fluffy := fluffyBin(t)
-	home := shortHome(t)
+	harness.NeedDocker(t)
+	fluffy := harness.FluffyBin(t, "provider-replay")
+	home := harness.ShortHome(t, "fh")
 	for _, p := range projects() {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel() // -parallel (GOMAXPROCS) tasks at once on the one home
@@ -437,9 +335,9 @@ func TestCommunityLayouts(t *testing.T) {
 // in the environment. The kernel runs as a local process (--l1 none): the
 // fake listens on the host's loopback, which an L1 container cannot reach.
 func TestGoModuleWithOpenAI(t *testing.T) {
-	needDocker(t)
-	fluffy := fluffyBin(t)
-	home := shortHome(t)
+	harness.NeedDocker(t)
+	fluffy := harness.FluffyBin(t, "provider-replay")
+	home := harness.ShortHome(t, "fh")
 	p := projects()[0]
 	srv := providertest.New()
 	t.Cleanup(srv.Close)
@@ -463,17 +361,17 @@ func TestGoModuleWithOpenAI(t *testing.T) {
 // with exit 3 and a reason naming the limit; the done event carries the
 // task's cost.
 func TestMaxCostStopsATask(t *testing.T) {
-	needDocker(t)
-	fluffy := fluffyBin(t)
-	home := shortHome(t)
+	harness.NeedDocker(t)
+	fluffy := harness.FluffyBin(t, "provider-replay")
+	home := harness.ShortHome(t, "fh")
 	p := projects()[0]
 	srv := providertest.New()
 	t.Cleanup(srv.Close)
 	srv.Play(providertest.OpenAITurns(p.events())...)
 	u := newProject(t, fluffy, home, p, "OPENAI_API_KEY=sk-e2e-not-a-real-key", "OPENAI_BASE_URL="+srv.URL()+"/v1")
-	out, stderr, code := u.run("--provider", "openai", "--model", "gpt-4.1", "--max-cost", "0.005", "--l1", "none", "--yes", "--json", p.task)
+	out, stderr, code := u.Run("--provider", "openai", "--model", "gpt-4.1", "--max-cost", "0.005", "--l1", "none", "--yes", "--json", p.task)
 	if code != 3 {
-		t.Fatalf("exit %d, want 3 (stopped)\nstderr:\n%s\nstdout tail:\n%s", code, stderr, tail(out, 1500))
+		t.Fatalf("exit %d, want 3 (stopped)\nstderr:\n%s\nstdout tail:\n%s", code, stderr, harness.Tail(out, 1500))
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var done struct {
@@ -494,38 +392,19 @@ func TestMaxCostStopsATask(t *testing.T) {
 	}
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-// shortHome is a fresh $FLUFFY_HOME under /tmp: its unix sockets must fit
-// the 108-byte limit, which a deep t.TempDir() can exceed.
-func shortHome(t *testing.T) string {
-	t.Helper()
-	h, err := os.MkdirTemp("", "fh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(h) })
-	return h
-}
-
 // TestPromptShowsTheProject: `fluffy prompt show` prints the system prompt
 // the model reads next, with the project's AGENTS.md marked as repository
 // text, the languages and the top of the tree without ignored files.
 func TestPromptShowsTheProject(t *testing.T) {
-	needDocker(t)
-	fluffy := fluffyBin(t)
-	home := shortHome(t)
+	harness.NeedDocker(t)
+	fluffy := harness.FluffyBin(t, "provider-replay")
+	home := harness.ShortHome(t, "fh")
 	p := projects()[0]
 	p.files["AGENTS.md"] = "Run the tests with go test ./... and keep Count allocation-free.\n"
 	p.files[".gitignore"] = "secret-notes/\n"
 	p.files["secret-notes/x.txt"] = "x"
 	u := newProject(t, fluffy, home, p)
-	out, stderr, code := u.run("prompt", "show")
+	out, stderr, code := u.Run("prompt", "show")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -548,9 +427,9 @@ func TestPromptShowsTheProject(t *testing.T) {
 // policy trust --yes`, then a one-shot strict task that calls the tool,
 // writes a failing test, then the source, and ends in a merged commit.
 func TestMCPServerFromAddToCommit(t *testing.T) {
-	needDocker(t)
-	fluffy := fluffyBin(t)
-	home := shortHome(t)
+	harness.NeedDocker(t)
+	fluffy := harness.FluffyBin(t, "provider-replay")
+	home := harness.ShortHome(t, "fh")
 	srvDir, err := os.MkdirTemp("", "fluffy-e2e-mcp")
 	if err != nil {
 		t.Fatal(err)
@@ -558,18 +437,14 @@ func TestMCPServerFromAddToCommit(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(srvDir) })
 	_ = os.Chmod(srvDir, 0o755)
 	srv := filepath.Join(srvDir, "server")
-	build := exec.Command("go", "build", "-o", srv, "../../host/kernel/testdata/mcpserver")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the MCP server: %v\n%s", err, out)
-	}
+	testbin.Into(t, "host/kernel/testdata/mcpserver", srv)
 	p := projects()[0] // the Go module
 	if p.name != "go" {
 		t.Fatalf("projects()[0] is %s, want the Go module", p.name)
 	}
-	p.before = [][]call{{{"mcp.greet.echo", map[string]any{"text": "hello from the task"}}}}
+	p.before = [][]harness.Call{{{Name: "mcp.greet.echo", Args: map[string]any{"text": "hello from the task"}}}}
 	u := newProject(t, fluffy, home, p)
-	if out, stderr, code := u.run("mcp", "add", "greet", "--", srv); code != 0 {
+	if out, stderr, code := u.Run("mcp", "add", "greet", "--", srv); code != 0 {
 		t.Fatalf("mcp add: exit %d\n%s%s", code, out, stderr)
 	}
 	def, err := os.ReadFile("../../policy/default.yaml")
@@ -582,16 +457,16 @@ func TestMCPServerFromAddToCommit(t *testing.T) {
 	}
 	pol := strings.Replace(string(def), review, review+"    except:\n      - { syscall: mcp.greet.echo }\n", 1) +
 		"\n  - name: greet-echo-ok\n    match: { syscall: mcp.greet.echo }\n    action: allow\n"
-	if err := os.MkdirAll(filepath.Join(u.dir, ".fluffy"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(u.Dir, ".fluffy"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(u.dir, ".fluffy", "policy.yaml"), []byte(pol), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(u.Dir, ".fluffy", "policy.yaml"), []byte(pol), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, stderr, code := u.run("policy", "trust", "--yes"); code != 0 {
+	if out, stderr, code := u.Run("policy", "trust", "--yes"); code != 0 {
 		t.Fatalf("policy trust: exit %d\n%s%s", code, out, stderr)
 	}
-	if out, stderr, code := u.run("policy", "explain", "--syscall", "mcp.greet.echo"); code != 0 || !strings.Contains(out, "greet-echo-ok") {
+	if out, stderr, code := u.Run("policy", "explain", "--syscall", "mcp.greet.echo"); code != 0 || !strings.Contains(out, "greet-echo-ok") {
 		t.Fatalf("policy explain mcp.greet.echo: exit %d, want allowed by greet-echo-ok\n%s%s", code, out, stderr)
 	}
 	u.useCassette(p)
@@ -602,7 +477,7 @@ func TestMCPServerFromAddToCommit(t *testing.T) {
 	check(t, u, p, r)
 	// The project's kernel still runs and holds the audit database: it
 	// answers the audit log itself.
-	out, stderr, code := u.run("audit", "log", "--limit", "0", "--json")
+	out, stderr, code := u.Run("audit", "log", "--limit", "0", "--json")
 	if code != 0 || !strings.Contains(out, "mcp.greet.echo") {
 		t.Fatalf("audit log: exit %d, want the MCP call in it\n%.2000s%s", code, out, stderr)
 	}

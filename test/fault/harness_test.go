@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,43 +17,20 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
-// call is one tool call of a scripted model turn.
-type call struct {
-	name string
-	args map[string]any
-}
+// The scripted model's words, from the harness the e2e suite shares; the
+// short names keep the fault scripts readable.
+type call = harness.Call
 
-func write(path, content string) call {
-	return call{"fs.write", map[string]any{"path": path, "content": content}}
-}
-
-var testRun = call{"test.run", map[string]any{}}
-
-var plan = call{"plan.complete", map[string]any{"plan": "1. a failing test. 2. the change. 3. red, then green."}}
-
-// turns makes the provider events of a scripted model: one turn per
-// element, then a closing answer.
-func turns(all ...[]call) [][]provider.Event {
-	var out [][]provider.Event
-	n := 0
-	for _, calls := range all {
-		var evs []provider.Event
-		for _, c := range calls {
-			n++
-			id := fmt.Sprintf("c%d", n)
-			a, _ := json.Marshal(c.args)
-			evs = append(evs,
-				provider.Event{ToolCallStart: &provider.ToolCallStart{CallID: id, Name: c.name}},
-				provider.Event{ToolCallDelta: &provider.ToolCallDelta{CallID: id, ArgumentsDelta: string(a)}},
-				provider.Event{ToolCallEnd: &provider.ToolCallEnd{CallID: id, Name: c.name, Arguments: a}})
-		}
-		out = append(out, append(evs, provider.Event{Usage: &provider.Usage{InputTokens: 2000, OutputTokens: 100}},
-			provider.Event{Done: &provider.Done{StopReason: provider.StopToolUse}}))
-	}
-	return append(out, []provider.Event{{TextDelta: "Done: the tests pass."}, {Done: &provider.Done{StopReason: provider.StopEndTurn}}})
-}
+var (
+	write   = harness.Write
+	testRun = harness.TestRun()
+	plan    = harness.Plan()
+	turns   = harness.Turns
+	tail    = harness.Tail
+)
 
 const wordfreq = `// Package wordfreq counts words.
 package wordfreq
@@ -108,32 +84,6 @@ func goodTask() [][]provider.Event {
 	return turns([]call{plan}, []call{write("case_test.go", caseTest), testRun}, []call{write("wordfreq.go", wordfreqFixed), testRun})
 }
 
-// fluffyBin is the binary `make build` made, beside its plugins.
-func fluffyBin(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(root, "bin", "fluffy")
-	for _, p := range []string{bin, filepath.Join(root, "bin", "plugins", "provider-openai", "plugin.yaml"), filepath.Join(root, "bin", "plugins", "runtime-docker", "runtime-docker")} {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%s is missing: the fault suite runs what `make build` builds (make test builds it first): %v", p, err)
-		}
-	}
-	return bin
-}
-
-func needDocker(t *testing.T) {
-	t.Helper()
-	if err := exec.Command("docker", "info").Run(); err != nil {
-		if os.Getenv("FLUFFY_REQUIRE_DOCKER") != "" {
-			t.Fatalf("FLUFFY_REQUIRE_DOCKER is set but docker does not answer: %v", err)
-		}
-		t.Skipf("Docker is not available: %v", err)
-	}
-}
-
 // user is a person at a shell in one project and one home, the kernel a
 // local process (its pid is the one the test kills) talking to the fake
 // provider on the host's loopback.
@@ -163,8 +113,8 @@ func newUserOn(t *testing.T, mount func(dir string), script [][]provider.Event, 
 	// Two faults at a time (-parallel is GOMAXPROCS): most of a fault is
 	// waiting on containers, and each has its own home and project.
 	t.Parallel()
-	needDocker(t)
-	fluffy := fluffyBin(t)
+	harness.NeedDocker(t)
+	fluffy := harness.FluffyBin(t, "provider-openai")
 	// A short home under /tmp: its unix sockets must fit 108 bytes.
 	home, err := os.MkdirTemp("", "ff")
 	if err != nil {
@@ -174,19 +124,12 @@ func newUserOn(t *testing.T, mount func(dir string), script [][]provider.Event, 
 	if mount != nil {
 		mount(dir)
 	}
-	for name, content := range baseFiles {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	srv := providertest.New()
 	srv.Play(providertest.OpenAITurns(script)...)
 	env := append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_L1=none", "FLUFFY_PROVIDER=openai", "FLUFFY_MODEL=gpt-4.1",
 		"OPENAI_API_KEY=sk-fault-not-a-real-key", "OPENAI_BASE_URL="+srv.URL()+"/v1")
 	u := &user{t: t, fluffy: fluffy, dir: dir, home: home, env: append(env, extraEnv...), srv: srv, dead: map[string]bool{}}
-	u.git("init", "-q", "-b", "main")
-	u.git("add", "-A")
-	u.git("commit", "-q", "-m", "first")
+	u.sh().InitRepo(baseFiles)
 	t.Cleanup(func() {
 		_, _, _ = u.run("kernel", "stop")
 		u.removeOwnContainers()
@@ -196,35 +139,21 @@ func newUserOn(t *testing.T, mount func(dir string), script [][]provider.Event, 
 	return u
 }
 
-func (u *user) cmd(args ...string) *exec.Cmd {
-	cmd := exec.Command(u.fluffy, args...)
-	cmd.Dir, cmd.Env = u.dir, u.env
-	return cmd
+// sh is the user at the shell, as the harness runs commands.
+func (u *user) sh() harness.User {
+	return harness.User{T: u.t, Fluffy: u.fluffy, Dir: u.dir, Env: u.env}
 }
+
+func (u *user) cmd(args ...string) *exec.Cmd { return u.sh().Cmd(args...) }
 
 func (u *user) run(args ...string) (stdout, stderr string, code int) {
 	u.t.Helper()
-	cmd := u.cmd(args...)
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		u.t.Fatalf("fluffy %v: %v", args, err)
-	}
-	return so.String(), se.String(), code
+	return u.sh().Run(args...)
 }
 
 func (u *user) git(args ...string) string {
 	u.t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=fault", "-c", "user.email=fault@example.com"}, args...)...)
-	cmd.Dir = u.dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		u.t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return string(out)
+	return u.sh().Git(args...)
 }
 
 // task is a --json task run in the background: its output is read once
@@ -445,13 +374,6 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
 
 func sha256Hex(s string) string {

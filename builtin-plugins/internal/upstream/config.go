@@ -57,3 +57,15 @@ func ParseConfig(raw []byte, plugin, defaultURL string) (Config, error) {
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	return c, nil
 }
+
+// Parser is ParseConfig for plugin as a provider skeleton's parse step:
+// defaultURL when base_url is empty, defaultModel when model is.
+func Parser(plugin, defaultURL, defaultModel string) func(raw []byte) (Config, error) {
+	return func(raw []byte) (Config, error) {
+		c, err := ParseConfig(raw, plugin, defaultURL)
+		if err == nil && c.Model == "" {
+			c.Model = defaultModel
+		}
+		return c, err
+	}
+}

@@ -1,0 +1,8 @@
+// Command hello is testbin's own test binary.
+package main
+
+import "fmt"
+
+var greeting = "hello"
+
+func main() { fmt.Println(greeting) }
