@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func coreChecks() map[string]checkFunc {

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/policyext"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // PolicyBudget is the time an extension has for one decision.

@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"github.com/fluffy-waffle/fluffy/conformance/fakes"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // ProbeCassette is the provider probes (ProbeRequest) answered as the fake

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/conformance/fakes"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/sandbox"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // ProviderConfig is the configuration the suite sends a provider plugin in

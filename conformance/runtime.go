@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"github.com/hashicorp/go-plugin"
 

@@ -13,17 +13,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/patch"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
 	"github.com/fluffy-waffle/fluffy/sandbox"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // MaxToolOutputBytes is the largest tool output the kernel accepts
@@ -414,7 +414,7 @@ func checkToolPatch(ctx context.Context, p *probe) outcome {
 	}
 	diff, _ := os.ReadFile(art)
 	if !strings.Contains(string(diff), "@@") || !strings.Contains(string(diff), "+++ ") {
-		return fail("the artifact %s of a patch-mode tool is not a unified diff (no ---/+++/@@ lines)\nfix: write a unified diff (pluginsdk/patch.Unified) for output_mode patch, or declare output_mode full", ch.Artifact)
+		return fail("the artifact %s of a patch-mode tool is not a unified diff (no ---/+++/@@ lines)\nfix: write a unified diff (lib/patch.Unified) for output_mode patch, or declare output_mode full", ch.Artifact)
 	}
 	orig, _ := os.ReadFile(filepath.Join(p.ws, "README.md"))
 	got, err := patch.Apply(orig, string(diff))

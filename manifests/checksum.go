@@ -13,11 +13,11 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // FileSHA256 returns the lowercase hex sha256 of the file at path.

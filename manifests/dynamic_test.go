@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // TestDynamicToolsCapability: a tool plugin may declare no tools only when

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/policy/units"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/units"
 )
 
 func TestValidManifests(t *testing.T) {
@@ -347,7 +347,7 @@ func TestDefaultTemplatePerKind(t *testing.T) {
 }
 
 // TestUnitsAreThePolicyParser: manifests and policy files share one unit
-// parser (policy/units). Every notation is judged the same way by both, and
+// parser (lib/units). Every notation is judged the same way by both, and
 // a manifest's error names the notation the policy documentation uses.
 func TestUnitsAreThePolicyParser(t *testing.T) {
 	manifest := func(field, value string) string {

@@ -12,14 +12,14 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/fluffy-waffle/fluffy/nearest"
+	"github.com/fluffy-waffle/fluffy/lib/nearest"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
-	"github.com/fluffy-waffle/fluffy/yamlpos"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/yamlpos"
 )
 
 // Load reads and validates a manifest. path is either the plugin.yaml file or

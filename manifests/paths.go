@@ -8,13 +8,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
-	"github.com/fluffy-waffle/fluffy/uerr"
-	"github.com/fluffy-waffle/fluffy/yamlpos"
+	"github.com/fluffy-waffle/fluffy/lib/patch"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/yamlpos"
 )
 
 // Path access modes: whether a tool reads or writes the project path an

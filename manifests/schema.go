@@ -10,15 +10,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 	"gopkg.in/yaml.v3"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
-	"github.com/fluffy-waffle/fluffy/yamlpos"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/yamlpos"
 )
 
 // parameters converts a tool's YAML parameters into canonical JSON, recording

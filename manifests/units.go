@@ -6,10 +6,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/fluffy-waffle/fluffy/policy/units"
+	"github.com/fluffy-waffle/fluffy/lib/units"
 )
 
-// Sizes and durations are parsed by policy/units, the one unit parser of
+// Sizes and durations are parsed by lib/units, the one unit parser of
 // fluffy (policy files and manifests use the same notation).
 
 // Limits on sandbox overrides. They only reject nonsense; whether a plugin

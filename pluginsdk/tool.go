@@ -12,9 +12,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // ServeTool serves a tool plugin. It blocks until the kernel disconnects.

@@ -3,9 +3,9 @@ package policy
 import (
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
 
-	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/lib/glob"
 )
 
 // MaxBuiltins is the bound on hard-coded rules.

@@ -11,11 +11,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fluffy-waffle/fluffy/confine"
-	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/glob"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/policy/testpaths"
 	"github.com/fluffy-waffle/fluffy/policy/token"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // DefaultExtensionTimeout is the per-evaluation budget of an

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // FuzzLoad: the loader never panics, and every error is a structured one.

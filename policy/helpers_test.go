@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/policy/token"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // testExt is a real goroutine-level extension whose behaviour is a function.

@@ -13,11 +13,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/lib/glob"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/units"
+	"github.com/fluffy-waffle/fluffy/lib/yamlpos"
 	"github.com/fluffy-waffle/fluffy/policy/testpaths"
-	"github.com/fluffy-waffle/fluffy/policy/units"
-	"github.com/fluffy-waffle/fluffy/uerr"
-	"github.com/fluffy-waffle/fluffy/yamlpos"
 )
 
 // Error codes of the loader; callers and tests branch on them.

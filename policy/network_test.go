@@ -3,7 +3,7 @@ package policy
 import (
 	"testing"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // TestNetworkWhitelistSection: the section is parsed into host:port

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/policy/testpaths"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // TestPathClass: path_class classifies through the policy's own

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/confine"
-	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/glob"
+	"github.com/fluffy-waffle/fluffy/lib/units"
 	"github.com/fluffy-waffle/fluffy/policy/testpaths"
-	"github.com/fluffy-waffle/fluffy/policy/units"
 )
 
 // strField is one list-valued condition: unset matches anything, a set but

@@ -11,10 +11,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // LaunchAdapter starts a runtime adapter binary in its jail and returns the

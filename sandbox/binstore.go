@@ -13,7 +13,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // CodeBinaryMismatch is the error code of a plugin binary whose bytes are

@@ -6,8 +6,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func writeFile(t *testing.T, p, content string) string {

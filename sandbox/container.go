@@ -21,11 +21,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/fluffy-waffle/fluffy/confine"
-	"github.com/fluffy-waffle/fluffy/internal/diskfree"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/diskfree"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // CodeKilledExternally: a sandbox was stopped by something other than the

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 type attemptOut struct {

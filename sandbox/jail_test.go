@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // TestAdapterRunsInsideItsJail looks at the runtime adapter every test of

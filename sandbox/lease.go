@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Lease marks a kernel instance as alive: the kernel holds an exclusive

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/internal/diskfree"
-	"github.com/fluffy-waffle/fluffy/policy/units"
+	"github.com/fluffy-waffle/fluffy/lib/diskfree"
+	"github.com/fluffy-waffle/fluffy/lib/units"
 )
 
 // CodeQuotaExceeded: a plugin wrote more than its template allows into

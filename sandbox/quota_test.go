@@ -20,11 +20,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	vcspb "github.com/fluffy-waffle/fluffy/plugins/vcs/proto"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // apparentSize sums the sizes of the regular files under dir (the test's

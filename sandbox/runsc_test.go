@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // TestRunscRuntime runs a plugin under gVisor when the engine has runsc

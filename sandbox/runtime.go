@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	rt "github.com/fluffy-waffle/fluffy/plugins/runtime"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Runtime is the container engine as the sandbox package uses it. A

@@ -4,7 +4,7 @@ import (
 	"embed"
 	"fmt"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 //go:embed seccomp/*.json

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/internal/testbin"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // TestCheckRunnable: a binary that cannot start in the empty L2 image

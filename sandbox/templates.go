@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/policy/units"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/units"
 )
 
 // Network modes of a template.

@@ -10,7 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Capabilities a plugin declares (required_capabilities) to get the

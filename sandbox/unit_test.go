@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/runtime"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func TestTemplatesMatchSeed000(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/providerkit"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 const (

@@ -11,10 +11,10 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	pt "github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 const testKey = "sk-ant-api03-test-secret-7f6e5d"

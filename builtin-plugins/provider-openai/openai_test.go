@@ -16,11 +16,11 @@ import (
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/upstream"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
 	pt "github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 const testKey = "sk-test-9f8e7d6c5b4a-secret"

@@ -11,10 +11,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 const pluginName = "provider-replay"

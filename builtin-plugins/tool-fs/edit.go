@@ -7,9 +7,9 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/lib/patch"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/pluginsdk"
-	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Error codes of fs.edit the model branches on.

@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
+	"github.com/fluffy-waffle/fluffy/lib/patch"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/plugintest"
 )
 

@@ -14,11 +14,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/lib/glob"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/toolpath"
-	"github.com/fluffy-waffle/fluffy/policy/glob"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 const (

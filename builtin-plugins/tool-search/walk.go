@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/lib/glob"
 )
 
 // maxIgnoreFileBytes bounds how much of one .gitignore is read.

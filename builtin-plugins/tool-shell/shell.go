@@ -14,16 +14,16 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
-	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/toolpath"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 const (

@@ -11,9 +11,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // TestMain lets the test binary serve as the confining launcher, as the

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
-	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // BenchmarkFirstTestRun measures a project's first test.run (fresh

@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
-	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // BenchmarkTestRunVsHost runs the tests of a real package (a copy of
-// fluffy's pluginsdk/patch as its own module) with test.run in the L2
+// fluffy's lib/patch as its own module) with test.run in the L2
 // sandbox through the kernel, and with `go test` on the host, interleaved
 // in the same run, both warm (one run each first). The target is
 // ratio ≤ 1.3. The sandbox has the code-executor template's one CPU, so

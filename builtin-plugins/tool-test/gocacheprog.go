@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/atomicfile"
+	"github.com/fluffy-waffle/fluffy/lib/atomicfile"
 )
 
 // cacheProgArg makes this binary the go command's GOCACHEPROG:

@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"bytes"
 	"context"

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
-	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // runPytest runs pytest (itself confined: it imports the project's code)

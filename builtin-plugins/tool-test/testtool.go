@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/fluffy-waffle/fluffy/builtin-plugins/internal/landlock"
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"bytes"
 	"context"
@@ -20,12 +20,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
 	"github.com/fluffy-waffle/fluffy/pluginsdk"
 	"github.com/fluffy-waffle/fluffy/pluginsdk/toolpath"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 const (

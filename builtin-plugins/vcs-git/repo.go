@@ -17,10 +17,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/lib/patch"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
-	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Error codes this plugin returns.

@@ -20,9 +20,9 @@ import (
 	"github.com/fluffy-waffle/fluffy/conformance"
 	"github.com/fluffy-waffle/fluffy/host/commit"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func gitc(t testing.TB, dir string, args ...string) string {

@@ -26,7 +26,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/host/sandboxadmin"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 const (

@@ -15,7 +15,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/internal/testbin"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // fluffyLayout lays out fluffy the way `make build` does: bin/fluffy with

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // cassetteFile is the file `fluffy --record FILE` writes: the kernel sends

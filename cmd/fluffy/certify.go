@@ -10,8 +10,8 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/conformance"
 	"github.com/fluffy-waffle/fluffy/host/registry"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // newCertifier returns the conformance runner `plugin install` consults:

@@ -11,9 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/atomicfile"
 	"github.com/fluffy-waffle/fluffy/conformance"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/atomicfile"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // `fluffy conformance list|run`, and stub-kernel: internal, the throwaway

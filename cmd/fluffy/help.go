@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Help is printed from the command tree (commands.go): `fluffy help X Y`,

@@ -15,8 +15,8 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/host/mcpconfig"
-	"github.com/fluffy-waffle/fluffy/textsafe"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // `fluffy mcp`: the MCP servers whose tools the model gets (docs/mcp.md).

@@ -15,8 +15,8 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/kernelapi"
 	"github.com/fluffy-waffle/fluffy/host/registry"
-	"github.com/fluffy-waffle/fluffy/textsafe"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // openRegistry opens the registry under $FLUFFY_HOME, with its changes

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/kernelapi"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // pluginCall runs one tool of an installed plugin directly: the way to try

@@ -16,9 +16,9 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/sandboxadmin"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // SourceDir is the fluffy checkout this binary was built from (set by `make

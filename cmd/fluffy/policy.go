@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/fluffy-waffle/fluffy/host/policyverbs"
-	"github.com/fluffy-waffle/fluffy/policy/units"
-	"github.com/fluffy-waffle/fluffy/textsafe"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/units"
 )
 
 // `fluffy policy show|validate|explain|update|trust`.

@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/fluffy-waffle/fluffy/host/policyverbs"
-	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
-	"github.com/fluffy-waffle/fluffy/textsafe"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/patch"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Codes of `fluffy policy trust`.

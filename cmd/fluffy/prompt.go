@@ -9,7 +9,7 @@ import (
 	"os/signal"
 
 	"github.com/fluffy-waffle/fluffy/host/daemon"
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 )
 
 // promptShow prints the system prompt the model would read next: the

@@ -8,7 +8,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/config"
 	"github.com/fluffy-waffle/fluffy/host/kernelapi"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // CodeNoKey: the task's provider needs an API key and the CLI has none.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 func renderAll(color bool, evs ...agent.Event) string {

@@ -18,8 +18,8 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/config"
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/kernelapi"
-	"github.com/fluffy-waffle/fluffy/textsafe"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // slashCommands are the REPL's commands, with their help.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // scripted is a Model that answers each turn from a script; a turn

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 )
 
 // Futility thresholds: runaway loops of

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Model runs one streamed model turn (the kernel's adapter over a provider

@@ -10,8 +10,8 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
-	"github.com/fluffy-waffle/fluffy/host/audit/redact"
 	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/lib/redact"
 )
 
 // buildForBench encodes a typical record without a database.

@@ -13,9 +13,9 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fluffy-waffle/fluffy/host/audit/redact"
 	"github.com/fluffy-waffle/fluffy/host/store"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/redact"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Clock supplies timestamps; tests substitute a fixed one.

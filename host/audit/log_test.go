@@ -10,7 +10,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 func TestAppendChainsAndReopenContinues(t *testing.T) {

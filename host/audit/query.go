@@ -14,7 +14,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/store"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Filter selects records for Query. Zero fields match everything.

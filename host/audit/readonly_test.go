@@ -12,7 +12,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/fluffy-waffle/fluffy/host/store"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // tree lists every file under dir (and quarantine siblings) with size and

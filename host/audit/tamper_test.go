@@ -7,7 +7,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 func getVal(t *testing.T, txn *badger.Txn, id uint64) []byte {

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/lib/glob"
 )
 
 // DefaultBudget is the brief's size in tokens when Options.Budget is zero.

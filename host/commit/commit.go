@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Error codes. Refusals of a plugin's output all start with COMMIT_REFUSED.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // mergedRequest is a merge of three paths: a changed file, a new file in a

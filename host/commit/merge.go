@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/fluffy-waffle/fluffy/host/merge"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // FromMerge is the commit request of a finished merge operation: the

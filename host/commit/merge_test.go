@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/merge"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 func TestFromMerge(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 
 	. "github.com/fluffy-waffle/fluffy/host/commit"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/vcs"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // TestCommitThroughSandboxedPlugin: the real vcs-git binary in a real L2

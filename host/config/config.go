@@ -13,10 +13,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/fluffy-waffle/fluffy/atomicfile"
-	"github.com/fluffy-waffle/fluffy/policy/units"
-	"github.com/fluffy-waffle/fluffy/uerr"
-	"github.com/fluffy-waffle/fluffy/yamlpos"
+	"github.com/fluffy-waffle/fluffy/lib/atomicfile"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/units"
+	"github.com/fluffy-waffle/fluffy/lib/yamlpos"
 )
 
 // Source says which layer a value came from.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 func write(t *testing.T, dir, name, body string) string {

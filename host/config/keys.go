@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/policy/units"
+	"github.com/fluffy-waffle/fluffy/lib/units"
 )
 
 // Kind is a key's value type.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/ipc"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 func home(t *testing.T) string {

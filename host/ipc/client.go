@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Client is one connection to a kernel. Calls may run concurrently.

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // TestMain doubles as a tiny client process for the other-uid test.

@@ -11,16 +11,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/kernel"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/policy/token"
-	"github.com/fluffy-waffle/fluffy/textsafe"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // callbacks is the kernel service one plugin instance reaches through its

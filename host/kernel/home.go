@@ -11,7 +11,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/store"
-	"github.com/fluffy-waffle/fluffy/internal/diskfree"
+	"github.com/fluffy-waffle/fluffy/lib/diskfree"
 )
 
 // homeTailVerify is how many of the newest home audit records each use

@@ -12,10 +12,10 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/mcpconfig"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/sandbox"
-	"github.com/fluffy-waffle/fluffy/textsafe"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // BridgePlugin is fluffy's MCP bridge: one instance of it per configured

@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/sandbox"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // EnvPythonVenv tells tool-test where the configured virtualenv is

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/policy/pin"
-	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // watchPolicy hot-reloads the project policy file into the kernel's engine

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // configure gives spec its Configure JSON and lets its proxy reach the

@@ -12,8 +12,8 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // TestTaskSwitchesProviderConfiguration: tasks of one Tasks bring their

@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/sandbox"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Sandbox runtimes a user can choose (--sandbox / FLUFFY_SANDBOX).

@@ -13,10 +13,10 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/internal/testbin"
+	"github.com/fluffy-waffle/fluffy/lib/patch"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
 	"github.com/fluffy-waffle/fluffy/sandbox"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // dockerKernel opens a kernel on ws with the real docker sandbox and

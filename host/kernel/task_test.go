@@ -22,10 +22,10 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // taskPlugins are the builtin plugins a whole task uses.

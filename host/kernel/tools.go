@@ -10,10 +10,10 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/mcpconfig"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // catalog is the router's view of the tools of every loaded tool plugin:

@@ -11,10 +11,10 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/internal/testbin"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/policy"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // fixtureBin is internal/fixtures/tool-misbehave, built once per test process.

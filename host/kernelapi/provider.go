@@ -10,7 +10,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/config"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/modelprofile"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // ProviderPlugin maps the `provider` config value to fluffy's plugin.

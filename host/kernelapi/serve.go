@@ -11,8 +11,8 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/policy/pin"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Options are what `fluffy kernel` parsed: the kernel of one project.

@@ -14,9 +14,9 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/policy"
-	"github.com/fluffy-waffle/fluffy/textsafe"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Service serves the task, session and audit methods of one kernel. When

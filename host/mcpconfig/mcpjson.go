@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // ScopeMCPJSON marks a server from the project's .mcp.json.

@@ -18,11 +18,11 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
-	"github.com/fluffy-waffle/fluffy/atomicfile"
-	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/store"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/atomicfile"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Operation states (the MergeOperation).

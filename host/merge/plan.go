@@ -15,12 +15,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fluffy-waffle/fluffy/confine"
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
-	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/patch"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Error codes.

@@ -13,9 +13,9 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/sandbox"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // InstallOptions control one install.

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // TestRegistryHashIsTheAuthority: after install, the record's

@@ -21,8 +21,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Error codes callers branch on.

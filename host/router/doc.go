@@ -23,7 +23,7 @@
 // It owns: argument validation against the tool's manifest schema, the
 // policy requests a call makes (one per declared path argument, plus one for
 // the tool itself), the kernel's output size limit, redaction of outputs
-// (host/audit/redact plus the policy's `sanitize` patterns), and the audit
+// (lib/redact plus the policy's `sanitize` patterns), and the audit
 // events tool_execute, syscall, tool_review and tool_result.
 //
 // It must not own plugin processes (host/supervisor does), decide policy

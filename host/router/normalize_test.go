@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // TestNormalizesWhatModelsSend: a tool name spelled another way that

@@ -10,10 +10,10 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/state"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/policy"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // These tests drive the pipeline with a real policy engine, real manifests

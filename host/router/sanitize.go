@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/policy"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // redactText removes secrets from one string: the built-in prefixes
-// (host/audit/redact) and the policy's sanitize patterns. It returns the
+// (lib/redact) and the policy's sanitize patterns. It returns the
 // new text and how many replacements were made.
 func (r *Router) redactText(s string, pats []policy.SanitizePattern) (string, int) {
 	n := 0

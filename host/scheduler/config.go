@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fluffy-waffle/fluffy/host/config"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Templates with a configurable limit (config keys scheduler.per_template.<name>).

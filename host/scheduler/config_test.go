@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/config"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 func TestConfigFromSettings(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // fakeClock is a settable clock whose timers fire on Advance.

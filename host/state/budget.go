@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/atomicfile"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/atomicfile"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Budget error codes.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // exploreToReview runs one explore task on the green fixture to reviewing

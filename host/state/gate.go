@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/policy/glob"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/glob"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Error codes of the gate.

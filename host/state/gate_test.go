@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/policy/testpaths"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func TestClassifyLanguageDefaults(t *testing.T) {

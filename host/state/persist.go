@@ -14,8 +14,8 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/fluffy-waffle/fluffy/host/store"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool/testrun"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Persistence error codes.

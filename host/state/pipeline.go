@@ -2,7 +2,7 @@ package state
 
 import (
 	"github.com/fluffy-waffle/fluffy/host/scheduler"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Stage is one step of a task's work as the scheduler runs it.

@@ -8,10 +8,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/fluffy-waffle/fluffy/lib/glob"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/policy"
-	"github.com/fluffy-waffle/fluffy/policy/glob"
 	"github.com/fluffy-waffle/fluffy/policy/testpaths"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // CodeConfigInvalid is the error code of a bad test_paths, tdd_exemptions

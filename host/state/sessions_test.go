@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/store"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 func TestSessionsSaveLoadListArchive(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/policy"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // CodeBadArguments: a kernel tool's arguments do not fit its schema.

@@ -17,7 +17,7 @@ import (
 	"github.com/dgraph-io/badger/v4/y"
 	pkgerrors "github.com/pkg/errors"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 func TestOpenErrorClassification(t *testing.T) {

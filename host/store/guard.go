@@ -6,8 +6,8 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
-	"github.com/fluffy-waffle/fluffy/internal/diskfree"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/diskfree"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // CodeDiskFull: the database refused a write (or its open) because the

@@ -20,8 +20,8 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fluffy-waffle/fluffy/internal/diskfree"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/diskfree"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // guardChildEnv runs TestDiskGuardChild as the process that fills the

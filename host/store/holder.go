@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/atomicfile"
-	"github.com/fluffy-waffle/fluffy/textsafe"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/atomicfile"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // HolderFile is the file, inside the database directory, that names the

@@ -15,7 +15,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // The test binary doubles as the other process: with these variables set,

@@ -15,7 +15,7 @@ import (
 	"github.com/dgraph-io/badger/v4/y"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Key prefixes, one per owning package. A package reads and writes only keys

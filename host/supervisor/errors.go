@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Error codes callers branch on (through uerr.HasCode).

@@ -15,8 +15,8 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/sandbox"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // evilCopy writes the fixture's bytes plus a trailer: a binary that runs

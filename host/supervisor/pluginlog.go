@@ -6,7 +6,7 @@ import (
 	"log"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 	"github.com/hashicorp/go-hclog"
 )
 

@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/textsafe"
 )
 
 // Progress bounds.

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // An exec refused with ETXTBSY, however it is wrapped, is retried; other

@@ -6,10 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/sandbox"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Tools lists the tools a tool plugin offers (starting it if needed).

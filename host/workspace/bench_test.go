@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/lib/patch"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
-	"github.com/fluffy-waffle/fluffy/pluginsdk/patch"
 )
 
 // BenchmarkIngestOneWrite is the "ingest of one write" (target p50

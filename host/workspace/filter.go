@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
 	"github.com/fluffy-waffle/fluffy/policy"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
 )
 
 // Identity is the uid/gid a sandboxed plugin reads its view as. A project

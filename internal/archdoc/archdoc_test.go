@@ -122,3 +122,50 @@ func TestCommandImportsNoKernelPart(t *testing.T) {
 		})
 	}
 }
+
+// TestLeavesLiveInLib: the shared leaves (what the kernel and the plugins
+// both use) have one home, lib/, and stay leaves: a lib package imports no
+// fluffy package outside lib/, and no package outside lib/ is imported by
+// both the kernel (host/) and a plugin (builtin-plugins/) unless it is a
+// contract (plugins/, pluginsdk/) or a leaf in lib/.
+func TestLeavesLiveInLib(t *testing.T) {
+	const module = "github.com/fluffy-waffle/fluffy/"
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	usedBy := map[string]map[string]bool{} // imported package -> importing sides
+	libs := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module)
+		side := strings.SplitN(pkg, "/", 2)[0]
+		if side == "lib" {
+			libs++
+		}
+		for _, imp := range f[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			imp = strings.TrimPrefix(imp, module)
+			if side == "lib" && !strings.HasPrefix(imp, "lib/") {
+				t.Errorf("%s imports %s: a leaf imports only other leaves", pkg, imp)
+			}
+			if usedBy[imp] == nil {
+				usedBy[imp] = map[string]bool{}
+			}
+			usedBy[imp][side] = true
+		}
+	}
+	if libs == 0 {
+		t.Fatalf("go list names no lib/ package; the check would prove nothing:\n%s", out)
+	}
+	for imp, sides := range usedBy {
+		top := strings.SplitN(imp, "/", 2)[0]
+		if sides["host"] && sides["builtin-plugins"] && top != "lib" && top != "plugins" && top != "pluginsdk" {
+			t.Errorf("%s is used by the kernel and by plugins: a shared leaf lives in lib/, a contract in plugins/ or pluginsdk/", imp)
+		}
+	}
+}

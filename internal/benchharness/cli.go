@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"github.com/hashicorp/go-hclog"
 

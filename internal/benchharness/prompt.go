@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/internal/pty"

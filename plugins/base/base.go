@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	basepb "github.com/fluffy-waffle/fluffy/plugins/base/proto"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // The API range the kernel speaks ("Version Compatibility": the

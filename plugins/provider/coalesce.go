@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // flushEvery bounds how long a streamed event may wait in a plugin while

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Error codes every provider plugin uses for the same situation, so the

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // MaxWireNameLen is the longest function name every supported provider

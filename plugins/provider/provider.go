@@ -6,8 +6,8 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // PluginName is the key under which a provider plugin is dispensed.

@@ -12,9 +12,9 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	pbv1 "github.com/fluffy-waffle/fluffy/plugins/provider/proto/v1"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // fake is a provider written against this package: it uses Stream, as the

@@ -9,9 +9,9 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	pb "github.com/fluffy-waffle/fluffy/plugins/provider/proto/v1"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // GRPCPluginV1 is the go-plugin shim for provider API v1: tool calls as

@@ -9,10 +9,10 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	basepb "github.com/fluffy-waffle/fluffy/plugins/base/proto"
 	pb "github.com/fluffy-waffle/fluffy/plugins/provider/proto/v2"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // GRPCPluginV2 is the go-plugin shim for provider API v2.

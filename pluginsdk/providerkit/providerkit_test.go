@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/base"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 type conf struct{ model, key string }

@@ -3,8 +3,8 @@ package toolpath
 import (
 	"os"
 
-	"github.com/fluffy-waffle/fluffy/confine"
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Clean validates a project-relative path and returns it cleaned and

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/policy"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 const observe = "mode: observe\ncapabilities:\n  - { name: everything, match: { syscall: \"*\" }, action: allow }\n"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/lib/glob"
 )
 
 // TestConcurrentUse: many tokens used concurrently each give exactly

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/lib/glob"
 )
 
 // Bounds of every token, whatever the plugin asks for (a

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluffy-waffle/fluffy/policy/glob"
+	"github.com/fluffy-waffle/fluffy/lib/glob"
 )
 
 var (

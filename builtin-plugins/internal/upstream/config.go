@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Config is a network provider's Configure JSON.

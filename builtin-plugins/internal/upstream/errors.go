@@ -13,8 +13,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // MaxErrorBody bounds how much of an error response is read.

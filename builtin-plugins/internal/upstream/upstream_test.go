@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func TestBoundedBody(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/fluffy-waffle/fluffy/atomicfile"
+	"github.com/fluffy-waffle/fluffy/lib/atomicfile"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func main() {

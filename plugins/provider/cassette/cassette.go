@@ -13,8 +13,8 @@ import (
 	"sync"
 	"unicode"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 // Limits on a cassette. MaxBytes stays under gRPC's default 4 MiB message

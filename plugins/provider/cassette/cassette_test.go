@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func user(s string) provider.Message { return provider.Message{Role: provider.RoleUser, Content: s} }

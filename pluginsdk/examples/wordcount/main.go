@@ -16,10 +16,10 @@ import (
 	"encoding/json"
 	"io"
 
-	"github.com/fluffy-waffle/fluffy/confine"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 	"github.com/fluffy-waffle/fluffy/pluginsdk"
-	"github.com/fluffy-waffle/fluffy/uerr"
 )
 
 func main() {

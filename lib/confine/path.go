@@ -5,7 +5,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // Error codes of path problems. Tools return them to the AI; the kernel

@@ -8,7 +8,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/fluffy-waffle/fluffy/uerr"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
 // MaxLinks bounds how many symbolic links one resolution follows (the
