@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -92,7 +93,8 @@ func writesLines(e *env, project string, langs []projectLang) []string {
 	if len(langs) > 0 {
 		l = langs[0]
 	}
-	paths := []string{l.source, l.test, l.manifest, ".env"}
+	src, test := projectSamples(project, l)
+	paths := []string{src, test, l.manifest, ".env"}
 	p, results, err := policyverbs.New(e.home, e.log).AIWrites(context.Background(), project, paths)
 	if err != nil {
 		return []string{"the policy does not load: " + safeLine(uerr.From(err).What, 200)}
@@ -105,6 +107,84 @@ func writesLines(e *env, project string, langs []projectLang) []string {
 	out = append(out, "in strict mode (the default) a task writes a failing test first, then the code until the tests pass;",
 		"every write lands in the session's changeset and reaches the project only through a merge")
 	return out
+}
+
+// isTestFile says whether a file name is a test in language l's usual
+// layout (the file, not its directory, for every language but Rust).
+func (l projectLang) isTestFile(rel string) bool {
+	base := filepath.Base(rel)
+	switch l.name {
+	case "Go":
+		return strings.HasSuffix(base, "_test.go")
+	case "Python":
+		return strings.HasPrefix(base, "test_") || strings.HasSuffix(base, "_test.py")
+	case "Node":
+		return strings.Contains(base, ".test.") || strings.Contains(base, ".spec.")
+	case "Rust":
+		return strings.HasPrefix(filepath.ToSlash(rel), "tests/")
+	}
+	return false
+}
+
+// sourceExts are the extensions of language l's source files.
+func (l projectLang) sourceExts() []string {
+	switch l.name {
+	case "Go":
+		return []string{".go"}
+	case "Python":
+		return []string{".py"}
+	case "Node":
+		return []string{".js", ".mjs", ".cjs", ".ts"}
+	case "Rust":
+		return []string{".rs"}
+	}
+	return nil
+}
+
+// projectSamples picks one source and one test file of the project itself
+// (the first in walk order) so the user reads the verdict on their own
+// files; the language's sample names stand in for what is not there. The
+// walk is bounded and skips hidden, vendored and build directories.
+func projectSamples(project string, l projectLang) (source, test string) {
+	const maxEntries = 5000
+	seen := 0
+	_ = filepath.WalkDir(project, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if seen++; seen > maxEntries || (source != "" && test != "") {
+			return filepath.SkipAll
+		}
+		rel, rerr := filepath.Rel(project, path)
+		if rerr != nil || rel == "." {
+			return nil
+		}
+		if d.IsDir() {
+			switch name := d.Name(); {
+			case strings.HasPrefix(name, "."), name == "node_modules", name == "vendor", name == "target", name == "venv", name == "__pycache__", name == "dist", name == "build":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !slices.Contains(l.sourceExts(), filepath.Ext(rel)) {
+			return nil
+		}
+		if l.isTestFile(rel) {
+			if test == "" {
+				test = rel
+			}
+		} else if base := filepath.Base(rel); source == "" && base != "__init__.py" && base != "conftest.py" && base != "setup.py" {
+			source = rel
+		}
+		return nil
+	})
+	if source == "" {
+		source = l.source
+	}
+	if test == "" {
+		test = l.test
+	}
+	return filepath.ToSlash(source), filepath.ToSlash(test)
 }
 
 // firstRunGuide is what a newcomer with nothing configured reads: the

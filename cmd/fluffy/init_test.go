@@ -199,3 +199,48 @@ func TestInitWithoutQuestions(t *testing.T) {
 		})
 	}
 }
+
+// TestInitNamesTheProjectsOwnFiles: what the AI may write is shown on a
+// source and a test file of the project, in its own layout; the language's
+// sample names stand in only where it has none.
+func TestInitNamesTheProjectsOwnFiles(t *testing.T) {
+	lang := func(name string) projectLang {
+		for _, l := range knownLangs {
+			if l.name == name {
+				return l
+			}
+		}
+		t.Fatalf("no language %s", name)
+		return projectLang{}
+	}
+	for _, tc := range []struct {
+		name         string
+		lang         string
+		files        []string
+		source, test string
+	}{
+		{"go at the root", "Go", []string{"go.mod", "stack.go", "stack_test.go"}, "stack.go", "stack_test.go"},
+		{"go in packages", "Go", []string{"go.mod", "cmd/app/main.go", "internal/cfg/cfg.go", "internal/cfg/cfg_test.go"}, "cmd/app/main.go", "internal/cfg/cfg_test.go"},
+		{"python package", "Python", []string{"pyproject.toml", "slugs/__init__.py", "slugs/core.py", "tests/conftest.py", "tests/test_core.py"}, "slugs/core.py", "tests/test_core.py"},
+		{"node", "Node", []string{"package.json", "node_modules/x/index.js", "src/app.js", "src/app.test.js"}, "src/app.js", "src/app.test.js"},
+		{"rust", "Rust", []string{"Cargo.toml", "src/lib.rs", "tests/it.rs", "target/debug/build.rs"}, "src/lib.rs", "tests/it.rs"},
+		{"hidden and vendored only", "Go", []string{"go.mod", ".git/x.go", "vendor/a/a.go"}, "main.go", "main_test.go"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				p := filepath.Join(dir, filepath.FromSlash(f))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			src, test := projectSamples(dir, lang(tc.lang))
+			if src != tc.source || test != tc.test {
+				t.Fatalf("samples: got %s, %s; want %s, %s", src, test, tc.source, tc.test)
+			}
+		})
+	}
+}

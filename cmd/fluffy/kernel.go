@@ -84,6 +84,10 @@ func kernelStatusFlags(e *env, fs *flag.FlagSet) func([]string) error {
 }
 
 func kernelStatus(e *env, project *string) error {
+	// No kernel is an answer, not an error: its lock is free.
+	if ws, err := existingDir(*project); err == nil && lockFree(daemon.PathsFor(e.home, ws).Lock) {
+		return writeJSON(e.stdout, map[string]any{"running": false, "project": ws})
+	}
 	cl, err := kernelClient(e, *project)
 	if err != nil {
 		return err
@@ -101,6 +105,7 @@ func kernelStatus(e *env, project *string) error {
 	}
 	var st map[string]any
 	_ = json.Unmarshal(res, &st)
+	st["running"] = true
 	st["ping_us"] = rtt.Microseconds()
 	return writeJSON(e.stdout, st)
 }
@@ -111,6 +116,10 @@ func kernelStopFlags(e *env, fs *flag.FlagSet) func([]string) error {
 }
 
 func kernelStop(e *env, project *string) error {
+	if ws, err := existingDir(*project); err == nil && lockFree(daemon.PathsFor(e.home, ws).Lock) {
+		fmt.Fprintln(e.stdout, "no kernel running for "+safeLine(ws, 200))
+		return nil
+	}
 	cl, err := kernelClient(e, *project)
 	if err != nil {
 		return err
