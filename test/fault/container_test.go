@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
 // TestPluginContainerKilledFromOutside: `docker kill` of the tool-test
@@ -13,10 +15,10 @@ import (
 // same task goes on to a merged commit; nothing of the killed container
 // is left.
 func TestPluginContainerKilledFromOutside(t *testing.T) {
-	u := newUser(t, turns([]call{plan},
-		[]call{write("slow_test.go", slowTest), testRun},
-		[]call{write("slow_test.go", "package wordfreq\n"), write("case_test.go", caseTest), testRun},
-		[]call{write("wordfreq.go", wordfreqFixed), testRun}))
+	u := newUser(t, harness.Turns([]call{harness.Plan()},
+		[]call{harness.Write("slow_test.go", slowTest), harness.TestRun()},
+		[]call{harness.Write("slow_test.go", "package wordfreq\n"), harness.Write("case_test.go", caseTest), harness.TestRun()},
+		[]call{harness.Write("wordfreq.go", wordfreqFixed), harness.TestRun()}))
 	tk := u.start("make Count ignore case")
 	tk.waitEvent(t, 3*time.Minute, "test.run executing", executing("test.run"))
 	time.Sleep(time.Second)
@@ -41,7 +43,7 @@ func TestPluginContainerKilledFromOutside(t *testing.T) {
 	}
 	done := tk.finished(t)
 	if tk.code != 0 || done == nil || done.Done.Status != "done" || done.Done.Commit == "" {
-		t.Fatalf("exit %d, done %+v\nstdout:\n%s\nstderr:\n%s", tk.code, done, tail(tk.stdout.String(), 4000), tk.stderr.String())
+		t.Fatalf("exit %d, done %+v\nstdout:\n%s\nstderr:\n%s", tk.code, done, harness.Tail(tk.stdout.String(), 4000), tk.stderr.String())
 	}
 	u.recovered(map[string][]string{"wordfreq.go": {wordfreqFixed}, "case_test.go": {caseTest}})
 }

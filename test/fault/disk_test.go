@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
 // projectFS is the size of the tmpfs the disk fault's project lives on:
@@ -127,7 +129,7 @@ func (u *user) kernelCrash() string {
 	log := string(b)
 	for _, mark := range []string{"unexpected fault address", "fatal error", "SIGBUS"} {
 		if i := strings.Index(log, mark); i >= 0 {
-			return tail(log[:i], 300) + log[i:min(len(log), i+2500)]
+			return harness.Tail(log[:i], 300) + log[i:min(len(log), i+2500)]
 		}
 	}
 	return ""

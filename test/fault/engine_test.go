@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
 // engineProxy forwards a unix socket to the machine's container engine
@@ -103,7 +105,7 @@ func (p *engineProxy) cut() {
 // and a task finishes.
 func TestEngineCutMidTask(t *testing.T) {
 	px := newEngineProxy(t)
-	u := newUser(t, turns([]call{plan}, []call{write("slow_test.go", slowTest), testRun}), "DOCKER_HOST=unix://"+px.path)
+	u := newUser(t, harness.Turns([]call{harness.Plan()}, []call{harness.Write("slow_test.go", slowTest), harness.TestRun()}), "DOCKER_HOST=unix://"+px.path)
 	tk := u.start("make Count ignore case")
 	tk.waitEvent(t, 3*time.Minute, "fs.write executing", executing("fs.write"))
 	u.markDead()

@@ -21,16 +21,8 @@ import (
 )
 
 // The scripted model's words, from the harness the e2e suite shares; the
-// short names keep the fault scripts readable.
+// short name keeps the fault scripts readable.
 type call = harness.Call
-
-var (
-	write   = harness.Write
-	testRun = harness.TestRun()
-	plan    = harness.Plan()
-	turns   = harness.Turns
-	tail    = harness.Tail
-)
 
 const wordfreq = `// Package wordfreq counts words.
 package wordfreq
@@ -81,7 +73,7 @@ var baseFiles = map[string]string{
 
 // goodTask is the whole change, test-first: it ends merged and committed.
 func goodTask() [][]provider.Event {
-	return turns([]call{plan}, []call{write("case_test.go", caseTest), testRun}, []call{write("wordfreq.go", wordfreqFixed), testRun})
+	return harness.Turns([]call{harness.Plan()}, []call{harness.Write("case_test.go", caseTest), harness.TestRun()}, []call{harness.Write("wordfreq.go", wordfreqFixed), harness.TestRun()})
 }
 
 // user is a person at a shell in one project and one home, the kernel a
@@ -196,11 +188,11 @@ func (tk *task) waitEvent(t *testing.T, d time.Duration, what string, match func
 		}
 		select {
 		case <-tk.done:
-			t.Fatalf("the task ended before %s: exit %d\nstdout:\n%s\nstderr:\n%s", what, tk.code, tail(tk.stdout.String(), 3000), tk.stderr.String())
+			t.Fatalf("the task ended before %s: exit %d\nstdout:\n%s\nstderr:\n%s", what, tk.code, harness.Tail(tk.stdout.String(), 3000), tk.stderr.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v\nstdout:\n%s", what, d, tail(tk.stdout.String(), 3000))
+			t.Fatalf("no %s within %v\nstdout:\n%s", what, d, harness.Tail(tk.stdout.String(), 3000))
 		}
 	}
 }
@@ -235,7 +227,7 @@ func (tk *task) wait(t *testing.T, d time.Duration) {
 	case <-time.After(d):
 		_ = tk.cmd.Process.Kill()
 		<-tk.done
-		t.Fatalf("the task did not end within %v\nstdout:\n%s\nstderr:\n%s", d, tail(tk.stdout.String(), 3000), tail(tk.stderr.String(), 3000))
+		t.Fatalf("the task did not end within %v\nstdout:\n%s\nstderr:\n%s", d, harness.Tail(tk.stdout.String(), 3000), harness.Tail(tk.stderr.String(), 3000))
 	}
 }
 

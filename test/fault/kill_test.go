@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
 var providertestTurns = providertest.OpenAITurns
@@ -24,7 +25,7 @@ func TestSlow(t *testing.T) { time.Sleep(10 * time.Minute) }
 // sandbox. The project is untouched, the session resumes, the next kernel
 // removes the dead one's containers, and a task then finishes the change.
 func TestKernelKilledDuringTestRun(t *testing.T) {
-	u := newUser(t, turns([]call{plan}, []call{write("slow_test.go", slowTest), testRun}))
+	u := newUser(t, harness.Turns([]call{harness.Plan()}, []call{harness.Write("slow_test.go", slowTest), harness.TestRun()}))
 	tk := u.start("make Count ignore case")
 	tk.waitEvent(t, 3*time.Minute, "test.run executing", executing("test.run"))
 	time.Sleep(time.Second) // inside go test by now

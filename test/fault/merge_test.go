@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
 // bigFiles are test data enough that landing them (temp file, fsync,
@@ -26,21 +28,21 @@ func bigFiles(n int) map[string]string {
 // nothing left proposed, the workflow idle) and the rest of recovered.
 func killAtMerge(t *testing.T, at func(u *user, tk *task) bool) {
 	big := bigFiles(12)
-	writes := []call{write("case_test.go", caseTest)}
+	writes := []call{harness.Write("case_test.go", caseTest)}
 	for p, c := range big {
-		writes = append(writes, write(p, c))
+		writes = append(writes, harness.Write(p, c))
 	}
-	u := newUser(t, turns([]call{plan}, append(writes, testRun), []call{write("wordfreq.go", wordfreqFixed), testRun}))
+	u := newUser(t, harness.Turns([]call{harness.Plan()}, append(writes, harness.TestRun()), []call{harness.Write("wordfreq.go", wordfreqFixed), harness.TestRun()}))
 	tk := u.start("make Count ignore case")
 	deadline := time.Now().Add(3 * time.Minute)
 	for !at(u, tk) {
 		select {
 		case <-tk.done:
-			t.Fatalf("the task ended before the kill: exit %d\n%s\n%s", tk.code, tail(tk.stdout.String(), 3000), tk.stderr.String())
+			t.Fatalf("the task ended before the kill: exit %d\n%s\n%s", tk.code, harness.Tail(tk.stdout.String(), 3000), tk.stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no merge within 3 minutes\n%s", tail(tk.stdout.String(), 3000))
+			t.Fatalf("no merge within 3 minutes\n%s", harness.Tail(tk.stdout.String(), 3000))
 		}
 	}
 	u.killKernel()

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
 // hogTest allocates past the sandbox's memory limit, touching every page.
@@ -32,10 +34,10 @@ func TestHog(t *testing.T) {
 // would open source writing on a failure no assertion made); the
 // workflow stays in test_writing and the same task goes on to a commit.
 func TestTestRunOOMKilled(t *testing.T) {
-	u := newUser(t, turns([]call{plan},
-		[]call{write("hog_test.go", hogTest), testRun},
-		[]call{write("hog_test.go", "package wordfreq\n"), write("case_test.go", caseTest), testRun},
-		[]call{write("wordfreq.go", wordfreqFixed), testRun}))
+	u := newUser(t, harness.Turns([]call{harness.Plan()},
+		[]call{harness.Write("hog_test.go", hogTest), harness.TestRun()},
+		[]call{harness.Write("hog_test.go", "package wordfreq\n"), harness.Write("case_test.go", caseTest), harness.TestRun()},
+		[]call{harness.Write("wordfreq.go", wordfreqFixed), harness.TestRun()}))
 	tk := u.start("make Count ignore case")
 	tk.wait(t, 3*time.Minute)
 	var runs []string

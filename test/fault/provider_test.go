@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
 // TestProviderDropsMidStream: after the plan, every answer of the fake
@@ -15,7 +16,7 @@ import (
 // project, the session resumes, and the next task finishes the change.
 func TestProviderDropsMidStream(t *testing.T) {
 	u := newUser(t, nil)
-	first := providertestTurns(turns([]call{plan}))[0]
+	first := providertestTurns(harness.Turns([]call{harness.Plan()}))[0]
 	cut := providertest.Script{Header: first.Header, Drop: true,
 		Chunks: []string{providertest.OpenAIRole, providertest.OpenAIText("Let me wri")}}
 	u.srv.Play(first, cut)

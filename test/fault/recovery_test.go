@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
 // told asserts the task ended with a structured error of one of codes
@@ -41,7 +42,7 @@ func told(t *testing.T, tk *task, codes ...string) (code, reason string) {
 			}
 		}
 	}
-	t.Fatalf("the task's error is none of %v\nstderr:\n%s\nstdout tail:\n%s", codes, se, tail(tk.stdout.String(), 2000))
+	t.Fatalf("the task's error is none of %v\nstderr:\n%s\nstdout tail:\n%s", codes, se, harness.Tail(tk.stdout.String(), 2000))
 	return "", ""
 }
 
@@ -177,7 +178,7 @@ func (u *user) noContainers() {
 // kernelLog is the end of the project's kernel log.
 func (u *user) kernelLog() string {
 	b, _ := os.ReadFile(filepath.Join(u.home, "k", sha256Hex(filepath.Clean(u.dir))[:16]+".log"))
-	return tail(string(b), 4000)
+	return harness.Tail(string(b), 4000)
 }
 
 // finishes plays a model that completes the change from whatever state
@@ -186,14 +187,14 @@ func (u *user) kernelLog() string {
 func (u *user) finishes() {
 	t := u.t
 	t.Helper()
-	u.srv.Play(providertestTurns(turns([]call{plan},
-		[]call{write("slow_test.go", "package wordfreq\n"), write("case_test.go", caseTest), testRun},
-		[]call{write("wordfreq.go", wordfreqFixed), testRun}))...)
+	u.srv.Play(providertestTurns(harness.Turns([]call{harness.Plan()},
+		[]call{harness.Write("slow_test.go", "package wordfreq\n"), harness.Write("case_test.go", caseTest), harness.TestRun()},
+		[]call{harness.Write("wordfreq.go", wordfreqFixed), harness.TestRun()}))...)
 	tk := u.start("make Count ignore case")
 	tk.wait(t, 3*time.Minute)
 	done := tk.finished(t)
 	if tk.code != 0 || done == nil || done.Done.Status != "done" || done.Done.Commit == "" {
-		t.Fatalf("the task after the fault did not end committed: exit %d, done %+v\nstdout:\n%s\nstderr:\n%s", tk.code, done, tail(tk.stdout.String(), 3000), tk.stderr.String())
+		t.Fatalf("the task after the fault did not end committed: exit %d, done %+v\nstdout:\n%s\nstderr:\n%s", tk.code, done, harness.Tail(tk.stdout.String(), 3000), tk.stderr.String())
 	}
 	for path, want := range map[string]string{"wordfreq.go": wordfreqFixed, "case_test.go": caseTest} {
 		if got, _ := os.ReadFile(filepath.Join(u.dir, path)); string(got) != want {
