@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
 // While the project's kernel runs it holds the audit database: every audit
@@ -21,21 +23,7 @@ func TestAuditVerbsWhileTheKernelRuns(t *testing.T) {
 	home := shortHome(t)
 	ws := demoProject(t, fluffy, home, "../../examples/cassettes/parseconfig.jsonl")
 	env := append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_L1=none", "FLUFFY_SANDBOX=none")
-	run := func(args ...string) (string, string, int) {
-		t.Helper()
-		cmd := exec.Command(fluffy, args...)
-		cmd.Dir, cmd.Env = ws, env
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), errb.String(), code
-	}
+	run := harness.User{T: t, Fluffy: fluffy, Dir: ws, Env: env}.Run
 	t.Cleanup(func() { run("kernel", "stop") })
 	// Any command that needs the kernel starts it (the bootstrap).
 	if out, errs, code := run("session", "list", "--json"); code != 0 {

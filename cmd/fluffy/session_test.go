@@ -18,6 +18,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
+	"github.com/fluffy-waffle/fluffy/test/harness"
 )
 
 // seedChange writes one proposed change into session id's persisted
@@ -66,21 +67,7 @@ func TestSessionsNewArchiveResume(t *testing.T) {
 	home := shortHome(t)
 	ws := demoProject(t, fluffy, home, "../../examples/cassettes/parseconfig.jsonl")
 	env := append(os.Environ(), "FLUFFY_HOME="+home, "FLUFFY_L1=none", "FLUFFY_SANDBOX=none")
-	run := func(args ...string) (string, string, int) {
-		t.Helper()
-		cmd := exec.Command(fluffy, args...)
-		cmd.Dir, cmd.Env = ws, env
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), errb.String(), code
-	}
+	run := harness.User{T: t, Fluffy: fluffy, Dir: ws, Env: env}.Run
 	must := func(args ...string) string {
 		t.Helper()
 		out, errs, code := run(args...)
