@@ -11,6 +11,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/daemon"
 	"github.com/fluffy-waffle/fluffy/host/ipc"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/scheduler"
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/policy/pin"
 )
@@ -62,9 +63,13 @@ func Serve(ctx context.Context, o Options) error {
 			log.Warn("the configured provider's settings are incomplete; tasks must bring their own", "provider", p, "error", err)
 		}
 	}
+	sched, err := scheduler.ConfigFrom(cfg)
+	if err != nil {
+		return err
+	}
 	k, err := kernel.Open(ctx, kernel.Options{
 		Home: o.Home, Workspace: o.Project, PythonVenv: cfg.String("test.python_venv"), Logger: log, ProjectSession: true, Sandbox: cfg.String("sandbox"), Getenv: o.Getenv,
-		BuiltinDirs: o.BuiltinDirs, PluginConfig: pluginCfg,
+		BuiltinDirs: o.BuiltinDirs, PluginConfig: pluginCfg, Scheduler: sched,
 		// Clients get their prompt while the adapter starts and the image
 		// is readied; the first plugin start waits for them.
 		SandboxInBackground: true,

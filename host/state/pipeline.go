@@ -1,7 +1,6 @@
 package state
 
 import (
-	"github.com/fluffy-waffle/fluffy/host/scheduler"
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
@@ -35,19 +34,6 @@ var stageDeps = map[Flow]map[Stage][]Stage{
 
 // StageDeps returns the stages s waits for in flow f.
 func StageDeps(f Flow, s Stage) []Stage { return append([]Stage(nil), stageDeps[f][s]...) }
-
-// StageType is the scheduler task type of a stage.
-func StageType(s Stage) scheduler.TaskType {
-	switch s {
-	case StageValidate:
-		return scheduler.Validate
-	case StageReview:
-		return scheduler.Review
-	case StageCommit:
-		return scheduler.Commit
-	}
-	return scheduler.AIGenerate
-}
 
 // Pipeline gives each stage's task id (ids) its dependencies' task ids in
 // flow f. A stage without a task is passed through (whoever waits for it

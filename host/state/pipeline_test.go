@@ -96,3 +96,17 @@ func TestPipelineOnTheScheduler(t *testing.T) {
 		t.Fatalf("pass-through: %v %v", d, err)
 	}
 }
+
+// StageType is the scheduler task type a stage runs as: the caller that
+// submits stages decides it, so this package needs no scheduler.
+func StageType(s Stage) scheduler.TaskType {
+	switch s {
+	case StageValidate:
+		return scheduler.Validate
+	case StageReview:
+		return scheduler.Review
+	case StageCommit:
+		return scheduler.Commit
+	}
+	return scheduler.AIGenerate
+}

@@ -67,6 +67,7 @@ func TestHostEdgesStayCut(t *testing.T) {
 	for _, c := range []struct{ pkg, notOn, why string }{
 		{"host/router", "host/state", "the router needs only the gate's review answer, not the workflow machine"},
 		{"host/workspace", "host/router", "the workspace ingests a proposal (host/proposal), it does not route calls"},
+		{"host/state", "host/scheduler", "a stage's scheduler task type is decided by whoever submits it"},
 	} {
 		t.Run(c.pkg, func(t *testing.T) {
 			cmd := exec.Command("go", "list", "-deps", "./"+c.pkg)
