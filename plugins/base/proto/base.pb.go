@@ -353,7 +353,7 @@ func (x *HealthResponse) GetMessage() string {
 }
 
 // Error is the structured error every service returns inside its results
-// (seed 000 "Error Display Standard").
+// (code, what, why, fix: the shape of every user-facing error).
 type Error struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
