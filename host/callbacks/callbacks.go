@@ -1,0 +1,359 @@
+package callbacks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/lib/confine"
+	"github.com/fluffy-waffle/fluffy/lib/textsafe"
+	"github.com/fluffy-waffle/fluffy/lib/uerr"
+	"github.com/fluffy-waffle/fluffy/plugins/base"
+	"github.com/fluffy-waffle/fluffy/plugins/kernel"
+	"github.com/fluffy-waffle/fluffy/policy"
+	"github.com/fluffy-waffle/fluffy/policy/token"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Judge is the policy as the callbacks use it.
+type Judge interface {
+	Evaluate(ctx context.Context, req policy.Request) policy.Result
+	Issue(ctx context.Context, req policy.Request, scope token.Scope) (token.Token, policy.Result, error)
+}
+
+// Recorder writes the callbacks' audit records.
+type Recorder interface {
+	// Record appends one event (a failure to write is the recorder's to log).
+	Record(ctx context.Context, ev audit.Event)
+	// RecordDecision records a policy decision on req.
+	RecordDecision(ctx context.Context, req policy.Request, res policy.Result, d time.Duration)
+	// RecordRefusal records the decision on req as denied for why, naming
+	// the capability token it presented.
+	RecordRefusal(ctx context.Context, req policy.Request, res policy.Result, d time.Duration, why, capabilityID string)
+	// RecordCapability records a token issued to plugin's instance.
+	RecordCapability(ctx context.Context, plugin, instance string, t token.Token)
+}
+
+// Deps is what the kernel lends every instance's service.
+type Deps struct {
+	Log   hclog.Logger
+	Judge Judge
+	Audit Recorder
+	// View opens plugin's view of the current session (the session can
+	// change while the instance lives, so it is asked per call).
+	View func(plugin string) (*confine.Root, error)
+	// Progress is the current progress sink, nil when nobody shows it.
+	Progress func() func(string)
+}
+
+// Instance is the plugin instance a Service answers.
+type Instance struct {
+	ID, Plugin   string
+	Capabilities []string // its manifest's required_capabilities
+	Caller       policy.Caller
+	// Sandbox is the L2 template it runs in ("" when not sandboxed).
+	Sandbox string
+	// Peer is the process the instance was launched as (nil: unknown).
+	Peer func() policy.Peer
+}
+
+// service is the kernel service of one plugin instance. Every call is
+// attributed to that instance: a plugin cannot ask on another's behalf,
+// and tokens are bound to it.
+type service struct {
+	d     Deps
+	in    Instance
+	limit *limiter
+	issue *limiter // capability tokens, within limit
+}
+
+var _ kernel.Service = (*service)(nil)
+
+// New is the kernel service of one plugin instance.
+func New(d Deps, in Instance) kernel.Service {
+	if d.Log == nil {
+		d.Log = hclog.NewNullLogger()
+	}
+	return &service{d: d, in: in,
+		limit: newLimiter(CallbackRate, CallbackBurst, time.Now),
+		issue: newLimiter(CapabilityRate, CapabilityBurst, time.Now)}
+}
+
+// Capability tokens: an instance may be issued
+// CapabilityRate tokens a second beyond a burst of CapabilityBurst; the
+// store bounds each token (token.MaxOps, token.MaxTTL) and how many an
+// instance holds (token.MaxLivePerInstance), and the kernel sweeps
+// expired ones every TokenSweepInterval.
+const (
+	CapabilityRate  = 5
+	CapabilityBurst = 20
+	// CodeTokenInvalid refuses a call that presented a token the kernel
+	// does not accept (unknown, expired, used up, another instance's or
+	// peer's, another path or syscall, a replayed nonce).
+	CodeTokenInvalid = "KERNEL_TOKEN_INVALID"
+	// CodeCapabilityUndeclared refuses a callback for a syscall the
+	// plugin's manifest does not list in required_capabilities.
+	CodeCapabilityUndeclared = "KERNEL_CAPABILITY_UNDECLARED"
+)
+
+// Callback rate limits per plugin instance: every
+// callback is judged and audited, so a flood of them is a flood of audit
+// records. Beyond the burst, an instance gets CallbackRate calls a second.
+const (
+	CallbackRate  = 50
+	CallbackBurst = 200
+	// CodeRateLimited refuses a callback over the instance's rate.
+	CodeRateLimited = "KERNEL_RATE_LIMITED"
+	// maxProgressLine bounds a progress line a plugin reports.
+	maxProgressLine = 256
+)
+
+// limiter is a token bucket. It also says when a refusal starts a
+// run of refusals, so that a run is audited once, not per call.
+type limiter struct {
+	mu      sync.Mutex
+	rate    float64
+	burst   float64
+	tokens  float64
+	last    time.Time
+	now     func() time.Time
+	limited bool // refusing since the last allowed call
+	refused uint64
+}
+
+func newLimiter(rate, burst int, now func() time.Time) *limiter {
+	return &limiter{rate: float64(rate), burst: float64(burst), tokens: float64(burst), now: now}
+}
+
+// allow takes a token. first is true for the first refusal of a run.
+func (l *limiter) allow() (ok, first bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.now()
+	if !l.last.IsZero() {
+		l.tokens = min(l.burst, l.tokens+t.Sub(l.last).Seconds()*l.rate)
+	}
+	l.last = t
+	if l.tokens >= 1 {
+		l.tokens--
+		l.limited = false
+		return true, false
+	}
+	l.refused++
+	first = !l.limited
+	l.limited = true
+	return false, first
+}
+
+// admit applies the instance's rate limit to one callback.
+func (c *service) admit(ctx context.Context, what string) error {
+	ok, first := c.limit.allow()
+	if ok {
+		return nil
+	}
+	if first {
+		c.d.Log.Warn("plugin callbacks rate limited", "plugin", c.in.Plugin, "instance", c.in.ID, "rate", CallbackRate, "burst", CallbackBurst)
+		c.d.Audit.Record(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: what, Caller: c.in.Plugin,
+			PolicyDecision: audit.DecisionDenied, DenyReason: fmt.Sprintf("rate limited: more than %d kernel callbacks a second (burst %d) from instance %s; further refusals in this run are not recorded", CallbackRate, CallbackBurst, c.in.ID),
+			SandboxID: c.in.ID})
+	}
+	return uerr.New(CodeRateLimited, fmt.Sprintf("too many kernel calls from %s", c.in.Plugin),
+		fmt.Sprintf("an instance may make %d kernel calls a second (burst %d)", CallbackRate, CallbackBurst), "slow down; batch reads")
+}
+
+// request is the policy request of a callback: the plugin runs in its L2
+// sandbox (if this kernel sandboxes plugins), so the request says so and a
+// rule's require_sandbox sees it; and it carries the peer the instance was
+// launched as, so tokens are issued to and checked against it.
+func (c *service) request(syscall, path string) policy.Request {
+	req := policy.Request{Syscall: syscall, Path: path, Caller: c.in.Caller, Sandbox: c.in.Sandbox}
+	if c.in.Peer != nil {
+		req.Peer = c.in.Peer()
+	}
+	return req
+}
+
+// declared refuses, and audits, a callback for a syscall the plugin did not
+// declare in required_capabilities: what it was approved for at install is
+// all it gets.
+func (c *service) declared(ctx context.Context, syscall, path string) error {
+	if slices.Contains(c.in.Capabilities, syscall) {
+		return nil
+	}
+	why := fmt.Sprintf("plugin %s's manifest does not list %s in required_capabilities (it lists: %s)",
+		c.in.Plugin, syscall, listOrNone(c.in.Capabilities))
+	c.d.Audit.Record(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: syscall, Caller: c.in.Plugin,
+		PolicyDecision: audit.DecisionDenied, DenyReason: why, SandboxID: c.in.ID, Metadata: map[string]string{audit.MetaPath: path}})
+	return uerr.New(CodeCapabilityUndeclared, fmt.Sprintf("%s by %s refused: capability not declared", syscall, c.in.Plugin), why,
+		fmt.Sprintf("add %s to required_capabilities in the plugin's plugin.yaml and reinstall it (you approve the list at install)", syscall))
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
+}
+
+func (c *service) judge(ctx context.Context, req policy.Request) error {
+	t0 := time.Now()
+	res := c.d.Judge.Evaluate(ctx, req)
+	c.d.Audit.RecordDecision(ctx, req, res, time.Since(t0))
+	if res.Enforced == policy.Allow {
+		return nil
+	}
+	what := "denied"
+	if res.Enforced == policy.RequireReview {
+		what = "needs review"
+	}
+	return uerr.New("POLICY_DENIED", fmt.Sprintf("%s of %s by %s %s", req.Syscall, req.Path, c.in.Plugin, what),
+		strings.Join(res.Reasons, "; "), "see `fluffy policy explain --syscall "+req.Syscall+" --path "+req.Path+"`")
+}
+
+// judgeToken allows req only through the token it presents.
+func (c *service) judgeToken(ctx context.Context, req policy.Request) error {
+	t0 := time.Now()
+	res := c.d.Judge.Evaluate(ctx, req)
+	d := time.Since(t0)
+	if res.ByToken && res.Enforced == policy.Allow {
+		c.d.Audit.RecordDecision(ctx, req, res, d)
+		return nil
+	}
+	why := "capability token " + req.Token.ID + ": " + res.TokenStatus
+	switch {
+	case res.TokenStatus != "":
+	case res.Enforced == policy.Allow: // the fast path was not taken (the project root)
+		why = "capability token " + req.Token.ID + ": " + token.ScopeMismatch.String()
+	default: // valid, but a built-in rule denied or wants review
+		why = "capability token " + req.Token.ID + " is valid but " + strings.Join(res.Reasons, "; ")
+	}
+	c.d.Audit.RecordRefusal(ctx, req, res, d, why, req.Token.ID)
+	return uerr.New(CodeTokenInvalid, fmt.Sprintf("%s of %s by %s refused: capability token not accepted", req.Syscall, req.Path, c.in.Plugin),
+		textsafe.Line(why, 300), "request a new token (RequestCapability) for this syscall and path, and use each nonce once, increasing")
+}
+
+// RequestCapability issues a token bound to this instance when the policy
+// allows the syscall on that exact path outright.
+func (c *service) RequestCapability(ctx context.Context, syscall, pathGlob string, maxOps int, ttl time.Duration) (base.Capability, error) {
+	if err := c.admit(ctx, "kernel.request_capability"); err != nil {
+		return base.Capability{}, err
+	}
+	if err := c.declared(ctx, syscall, pathGlob); err != nil {
+		return base.Capability{}, err
+	}
+	if ok, first := c.issue.allow(); !ok {
+		if first {
+			c.d.Audit.Record(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: "kernel.request_capability", Caller: c.in.Plugin,
+				PolicyDecision: audit.DecisionDenied, SandboxID: c.in.ID,
+				DenyReason: fmt.Sprintf("rate limited: more than %d capability tokens a second (burst %d) for instance %s; further refusals in this run are not recorded", CapabilityRate, CapabilityBurst, c.in.ID)})
+		}
+		return base.Capability{}, uerr.New(CodeRateLimited, fmt.Sprintf("too many capability requests from %s", c.in.Plugin),
+			fmt.Sprintf("an instance may be issued %d capability tokens a second (burst %d)", CapabilityRate, CapabilityBurst),
+			"reuse a token for up to its maxOps operations instead of asking for one per call")
+	}
+	if pathGlob != "" {
+		clean, err := confine.Clean(pathGlob)
+		if err != nil {
+			return base.Capability{}, err
+		}
+		pathGlob = clean // as ReadFile will present it
+	}
+	req := c.request(syscall, pathGlob)
+	t0 := time.Now()
+	tok, res, err := c.d.Judge.Issue(ctx, req, token.Scope{Syscall: syscall, MaxOps: maxOps, TTL: ttl})
+	c.d.Audit.RecordDecision(ctx, req, res, time.Since(t0))
+	if err != nil {
+		return base.Capability{}, err
+	}
+	if tok.ID == "" {
+		return base.Capability{}, uerr.New("POLICY_DENIED", fmt.Sprintf("no capability for %s on %s", syscall, pathGlob),
+			strings.Join(res.Reasons, "; "), "capabilities are only issued where the policy allows the syscall outright")
+	}
+	c.d.Audit.RecordCapability(ctx, c.in.Plugin, c.in.ID, tok)
+	return base.Capability{TokenID: tok.ID, Expires: tok.Expires}, nil
+}
+
+// ReadFile reads a file on the plugin's behalf, from the plugin's own
+// view of the session (the project with the changeset applied, minus what
+// the policy denies it). The path is cleaned and judged as fs.read; when a
+// symbolic link leads elsewhere, the path it resolves to is judged too, so
+// a link named docs/notes.txt cannot read .env.
+//
+// With a token (use.TokenID set) the read is allowed only by that token:
+// issued to this instance and peer for fs.read on exactly this path,
+// unexpired, with operations left and a nonce above the last one. Any
+// other token is refused (KERNEL_TOKEN_INVALID) and audited; the read
+// does not fall back to the rules, so a plugin learns its token is bad.
+func (c *service) ReadFile(ctx context.Context, p string, maxBytes int64, use base.TokenUse) ([]byte, string, error) {
+	if err := c.admit(ctx, "kernel.read_file"); err != nil {
+		return nil, "", err
+	}
+	if err := c.declared(ctx, "fs.read", p); err != nil {
+		return nil, "", err
+	}
+	clean, err := confine.Clean(p)
+	if err != nil {
+		return nil, "", err
+	}
+	req := c.request("fs.read", clean)
+	if use.TokenID != "" {
+		req.Token = &token.Use{ID: use.TokenID, Nonce: use.Nonce}
+		err = c.judgeToken(ctx, req)
+	} else {
+		err = c.judge(ctx, req)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	root, err := c.d.View(c.in.Plugin)
+	if err != nil {
+		return nil, "", err
+	}
+	defer root.Close()
+	f, canon, err := root.Open(clean)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	if canon != clean {
+		// A token covers the path it names, not where a link leads: the
+		// target is judged by the rules.
+		if err := c.judge(ctx, c.request("fs.read", canon)); err != nil {
+			return nil, "", err
+		}
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, "", uerr.New("FS_NOT_FILE", clean+" is not a regular file", "only files can be read", "use a file path")
+	}
+	if maxBytes <= 0 || maxBytes > 8<<20 {
+		maxBytes = 8 << 20
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxBytes))
+	if err != nil {
+		return nil, "", err
+	}
+	h := sha256.Sum256(b)
+	return b, hex.EncodeToString(h[:]), nil
+}
+
+// ReportProgress passes a plugin's progress line, escaped and bounded, to
+// whoever shows progress; over the instance's rate it is dropped.
+func (c *service) ReportProgress(_ context.Context, message string, fraction float64) error {
+	if ok, _ := c.limit.allow(); !ok {
+		return nil // progress is advisory: dropping it is the coalescing
+	}
+	if c.d.Progress == nil {
+		return nil
+	}
+	if show := c.d.Progress(); show != nil {
+		show(fmt.Sprintf("plugin %s says: %s", c.in.Plugin, textsafe.Line(message, maxProgressLine)))
+	}
+	return nil
+}
