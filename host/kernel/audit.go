@@ -98,17 +98,6 @@ func (a Auditor) RecordDecision(ctx context.Context, req policy.Request, res pol
 	a.append(ctx, router.DecisionEvent(req, res, d))
 }
 
-// Record appends one event; a failure to write is logged.
-func (a Auditor) Record(ctx context.Context, ev audit.Event) { a.append(ctx, ev) }
-
-// RecordRefusal writes the decision on req as denied for why, naming the
-// capability token it presented.
-func (a Auditor) RecordRefusal(ctx context.Context, req policy.Request, res policy.Result, d time.Duration, why, capabilityID string) {
-	ev := router.DecisionEvent(req, res, d)
-	ev.PolicyDecision, ev.DenyReason, ev.CapabilityID = audit.DecisionDenied, why, capabilityID
-	a.append(ctx, ev)
-}
-
 // RecordCapability writes the durable capability_issued event.
 func (a Auditor) RecordCapability(ctx context.Context, plugin, instance string, t token.Token) {
 	a.append(ctx, audit.Event{

@@ -1,4 +1,4 @@
-package callbacks
+package kernel
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 // of refusals is reported once.
 func TestCallbackLimiter(t *testing.T) {
 	now := time.Unix(1000, 0)
-	l := newLimiter(10, 20, func() time.Time { return now })
+	l := newCallbackLimiter(10, 20, func() time.Time { return now })
 	cases := []struct {
 		name      string
 		advance   time.Duration
