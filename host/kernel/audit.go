@@ -40,6 +40,10 @@ func (a Auditor) append(ctx context.Context, ev audit.Event) {
 	}
 }
 
+// Append writes ev; a failure is logged, not returned (callbacks.Auditor):
+// the call it records goes on either way.
+func (a Auditor) Append(ctx context.Context, ev audit.Event) { a.append(ctx, ev) }
+
 // RecordPluginEvent implements registry.Auditor.
 func (a Auditor) RecordPluginEvent(ctx context.Context, event string, rec registry.Record, security bool) error {
 	if a.Log == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/callbacks"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/scheduler"
@@ -299,11 +300,16 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	k.Plugins = supervisor.New(supervisor.Options{
 		Logger: o.Logger, Launcher: launcher, StartTimeout: o.StartTimeout, KernelID: kernelID, Binaries: bins,
 		SessionID: k.Session.ID(), SessionMode: o.SessionMode,
-		Views:          views{k: k, mode: o.SessionMode},
-		OutRoot:        filepath.Join(k.Session.Dir(), "out"),
-		Observer:       k,
-		Admission:      k,
-		KernelService:  k.kernelService,
+		Views:     views{k: k, mode: o.SessionMode},
+		OutRoot:   filepath.Join(k.Session.Dir(), "out"),
+		Observer:  k,
+		Admission: k,
+		// What plugins call back into the kernel for: judged by the
+		// policy, read from the session's views, audited.
+		KernelService: callbacks.New(callbacks.Options{
+			Policy: k.Policy, Audit: k.auditor(), Views: k.Session, Logger: k.log,
+			Caller: callerOf, Sandbox: k.sandboxOf, Progress: k.progress,
+		}).For,
 		HealthInterval: 30 * time.Second,
 		// Read at every start, so a changed policy applies to the next one.
 		Toolchains: func() ([]sandbox.Toolchain, error) {
