@@ -22,6 +22,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
 	"github.com/fluffy-waffle/fluffy/lib/confine"
 	"github.com/fluffy-waffle/fluffy/lib/diskfree"
@@ -525,7 +526,7 @@ func (r routerScheduler) Run(ctx context.Context, t router.Task) error {
 		return t.Run(ctx)
 	}
 	typ := scheduler.Validate
-	if t.Tool == ToolTestRun {
+	if t.Tool == task.ToolTestRun {
 		typ = scheduler.TestRun
 	}
 	pr := scheduler.Priority(t.Priority)
