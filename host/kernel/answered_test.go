@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/state"
+	"github.com/fluffy-waffle/fluffy/host/task"
 )
 
 // An answered question leaves the session idle, so the next task starts
@@ -19,7 +19,7 @@ func TestAnsweredQuestionLeavesTheSessionIdle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var ev events
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "what does parseConfig do?", Yes: true}, ev.add)
+	done, err := tasks.Run(ctx, task.Request{Prompt: "what does parseConfig do?", Yes: true}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/policy"
 	"github.com/fluffy-waffle/fluffy/policy/token"
 	"github.com/fluffy-waffle/fluffy/sandbox"
@@ -39,6 +40,10 @@ func (a Auditor) append(ctx context.Context, ev audit.Event) {
 		a.Logger.Error("audit append failed", "type", ev.Type, "error", err)
 	}
 }
+
+// Append writes ev; a failure is logged, not returned (callbacks.Auditor):
+// the call it records goes on either way.
+func (a Auditor) Append(ctx context.Context, ev audit.Event) { a.append(ctx, ev) }
 
 // RecordPluginEvent implements registry.Auditor.
 func (a Auditor) RecordPluginEvent(ctx context.Context, event string, rec registry.Record, security bool) error {
@@ -130,16 +135,9 @@ func (a Auditor) RecordPolicyUpdate(ctx context.Context, path string, replayed, 
 	return a.RecordPolicyChange(ctx, PolicyChangeRecord{Path: path, Replayed: replayed, Changes: changes, Breaking: breaking})
 }
 
-// PolicyChangeRecord is one applied policy change, for the audit log.
-type PolicyChangeRecord struct {
-	Path                        string
-	OldHash, NewHash            string // sha256 of the file before and after ("" when not known)
-	Replayed, Changes, Breaking int    // the trial run
-	// Via says how it was proposed ("review: always" for a review's
-	// scope); Added is the canonical text it added.
-	Via, Added string
-	Session    string
-}
+// PolicyChangeRecord is one applied policy change, for the audit log; the
+// task runner's "always" writes one too (task.Auditor).
+type PolicyChangeRecord = task.PolicyChange
 
 // RecordPolicyChange writes the durable policy_update event.
 func (a Auditor) RecordPolicyChange(ctx context.Context, c PolicyChangeRecord) error {

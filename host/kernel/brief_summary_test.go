@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/task"
 )
 
 // bodies records every request body before the summary fake answers it.
@@ -50,13 +50,13 @@ func TestAgentsMDInTheFirstRequestAndAfterASummary(t *testing.T) {
 	rec := &bodies{next: &summaryFake{scripts: openAIScripts(t, "../../examples/cassettes/parseconfig.jsonl")}}
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
-	small := func(o *kernel.TaskOptions) { o.ContextWindow = 1 }
+	small := func(o *task.Options) { o.ContextWindow = 1 }
 	cfg, _ := json.Marshal(map[string]string{"base_url": srv.URL + "/v1", "api_key": "sk-test-not-a-real-key", "model": "gpt-4.1"})
 	_, tasks, _ := projectKernel(t, src, "provider-openai", "gpt-4.1", cfg, small)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var ev events
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig", Yes: true}, ev.add)
+	done, err := tasks.Run(ctx, task.Request{Prompt: "add error handling to parseConfig", Yes: true}, ev.add)
 	if err != nil || done.Status != agent.StatusDone {
 		t.Fatalf("%v %+v\ntools: %v", err, done, ev.tools())
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/callbacks"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
@@ -141,8 +142,8 @@ func TestPluginCallbacksArePolicyChecked(t *testing.T) {
 	}
 	codes := map[string]int{}
 	must(json.Unmarshal(r.Output, &codes))
-	allowed := 2000 - codes[CodeRateLimited]
-	if max := CallbackBurst + int(elapsed.Seconds()*CallbackRate) + 1; allowed > max || codes["transport"] != 0 {
+	allowed := 2000 - codes[callbacks.CodeRateLimited]
+	if max := callbacks.CallbackBurst + int(elapsed.Seconds()*callbacks.CallbackRate) + 1; allowed > max || codes["transport"] != 0 {
 		t.Fatalf("%d callbacks served in %s (at most %d): %v", allowed, elapsed, max, codes)
 	}
 	must(k.Audit.Flush())

@@ -20,6 +20,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/host/task"
 )
 
 // These scenarios run the file tools models are trained on through the
@@ -56,7 +57,7 @@ func runScripted(t *testing.T, src string, turns [][]scriptedCall) (*kernel.Kern
 	ev := &events{}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "fix it", Yes: true}, ev.add)
+	done, err := tasks.Run(ctx, task.Request{Prompt: "fix it", Yes: true}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}

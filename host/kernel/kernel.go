@@ -15,12 +15,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/callbacks"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/scheduler"
 	"github.com/fluffy-waffle/fluffy/host/state"
 	"github.com/fluffy-waffle/fluffy/host/store"
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
 	"github.com/fluffy-waffle/fluffy/lib/confine"
 	"github.com/fluffy-waffle/fluffy/lib/diskfree"
@@ -299,11 +301,16 @@ func Open(ctx context.Context, o Options) (*Kernel, error) {
 	k.Plugins = supervisor.New(supervisor.Options{
 		Logger: o.Logger, Launcher: launcher, StartTimeout: o.StartTimeout, KernelID: kernelID, Binaries: bins,
 		SessionID: k.Session.ID(), SessionMode: o.SessionMode,
-		Views:          views{k: k, mode: o.SessionMode},
-		OutRoot:        filepath.Join(k.Session.Dir(), "out"),
-		Observer:       k,
-		Admission:      k,
-		KernelService:  k.kernelService,
+		Views:     views{k: k, mode: o.SessionMode},
+		OutRoot:   filepath.Join(k.Session.Dir(), "out"),
+		Observer:  k,
+		Admission: k,
+		// What plugins call back into the kernel for: judged by the
+		// policy, read from the session's views, audited.
+		KernelService: callbacks.New(callbacks.Options{
+			Policy: k.Policy, Audit: k.auditor(), Views: k.Session, Logger: k.log,
+			Caller: callerOf, Sandbox: k.sandboxOf, Progress: k.progress,
+		}).For,
 		HealthInterval: 30 * time.Second,
 		// Read at every start, so a changed policy applies to the next one.
 		Toolchains: func() ([]sandbox.Toolchain, error) {
@@ -519,7 +526,7 @@ func (r routerScheduler) Run(ctx context.Context, t router.Task) error {
 		return t.Run(ctx)
 	}
 	typ := scheduler.Validate
-	if t.Tool == ToolTestRun {
+	if t.Tool == task.ToolTestRun {
 		typ = scheduler.TestRun
 	}
 	pr := scheduler.Priority(t.Priority)

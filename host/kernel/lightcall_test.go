@@ -9,6 +9,7 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/scheduler"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/sandbox"
 )
 
@@ -35,7 +36,7 @@ func TestLightReadsSkipABusyTemplate(t *testing.T) {
 	defer free() // before s.Close: a failed test must not leave the slot held
 	busy := make(chan error, 1)
 	go func() {
-		busy <- rs.Run(ctx, router.Task{Name: "tool-test/test.run c1", Plugin: "tool-test", Tool: ToolTestRun, Template: "code-executor",
+		busy <- rs.Run(ctx, router.Task{Name: "tool-test/test.run c1", Plugin: "tool-test", Tool: task.ToolTestRun, Template: "code-executor",
 			Run: func(context.Context) error { close(started); <-release; return nil }})
 	}()
 	<-started

@@ -26,6 +26,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/mcpconfig"
 	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
@@ -404,7 +405,7 @@ func TestMCPToolInAStrictTask(t *testing.T) {
 	k, ws, _ := mcpKernel(t, srcDir, nil, func(string) []mcpconfig.Server {
 		return []mcpconfig.Server{{Name: "pysrv", Command: pySrv, Scope: mcpconfig.ScopeProject}}
 	}, cfg)
-	tasks, err := k.OpenTasks(context.Background(), kernel.TaskOptions{Provider: "provider-replay", Model: "replay"})
+	tasks, err := k.OpenTasks(context.Background(), task.Options{Provider: "provider-replay", Model: "replay"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +434,7 @@ func TestMCPToolInAStrictTask(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add sub to calc", Yes: true, Interactive: true}, onEvent)
+	done, err := tasks.Run(ctx, task.Request{Prompt: "add sub to calc", Yes: true, Interactive: true}, onEvent)
 	if err != nil {
 		t.Fatal(err)
 	}

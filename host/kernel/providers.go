@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/fluffy-waffle/fluffy/host/supervisor"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
@@ -38,7 +39,7 @@ func (k *Kernel) useProvider(name string, cfg []byte) error {
 	defer k.provMu.Unlock()
 	spec, ok := k.Plugins.Spec(name)
 	if !ok {
-		return uerr.New(CodeNoProvider, fmt.Sprintf("the provider plugin %s is not loaded", name),
+		return uerr.New(task.CodeNoProvider, fmt.Sprintf("the provider plugin %s is not loaded", name),
 			"it is not installed, not enabled, or was rejected", "run `fluffy plugin list`; fluffy's own providers are provider-openai, provider-anthropic and provider-replay")
 	}
 	k.provider = name
@@ -77,5 +78,5 @@ func (k *Kernel) currentProvider() string {
 func (k *Kernel) configSecrets() []string {
 	k.provMu.Lock()
 	defer k.provMu.Unlock()
-	return configSecrets(k.pluginConfig)
+	return task.ConfigSecrets(k.pluginConfig)
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
 )
@@ -36,7 +36,7 @@ func TestTaskSwitchesProviderConfiguration(t *testing.T) {
 	_, tasks, _ := providerKernel(t, "provider-openai", "model-a", cfg(a, "sk-test-key-aaaaaaaa", "model-a"))
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	run := func(req kernel.TaskRequest) {
+	run := func(req task.Request) {
 		t.Helper()
 		var ev events
 		req.Prompt, req.Yes = "say hi", true
@@ -64,13 +64,13 @@ func TestTaskSwitchesProviderConfiguration(t *testing.T) {
 			t.Fatalf("%s: the other fake got %d more request(s)", step, n-otherBefore)
 		}
 	}
-	run(kernel.TaskRequest{})
+	run(task.Request{})
 	check("the kernel's configuration", seen{a, "model-a", "sk-test-key-aaaaaaaa"}, b, 0)
 	na := len(a.Requests())
-	run(kernel.TaskRequest{Provider: "provider-openai", Model: "model-b", ProviderConfig: cfg(b, "sk-test-key-bbbbbbbb", "model-b")})
+	run(task.Request{Provider: "provider-openai", Model: "model-b", ProviderConfig: cfg(b, "sk-test-key-bbbbbbbb", "model-b")})
 	check("the task's configuration", seen{b, "model-b", "sk-test-key-bbbbbbbb"}, a, na)
 	nb := len(b.Requests())
-	run(kernel.TaskRequest{Provider: "provider-openai", Model: "model-b"})
+	run(task.Request{Provider: "provider-openai", Model: "model-b"})
 	if len(b.Requests()) == nb {
 		t.Fatal("a task without a configuration did not go on with the last one")
 	}
@@ -86,13 +86,13 @@ func TestTaskWithoutAnyProviderSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := json.Marshal(map[string]string{"cassette": string(data)})
-	_, tasks, _ := projectKernel(t, "../../examples/parseconfig", "provider-replay", "", c, func(o *kernel.TaskOptions) { o.Provider, o.Model = "", "" })
-	_, err = tasks.Run(context.Background(), kernel.TaskRequest{Prompt: "say hi", Yes: true}, func(agent.Event) {})
-	if !uerr.HasCode(err, kernel.CodeNoProvider) || !strings.Contains(uerr.From(err).Fix, "fluffy init") {
+	_, tasks, _ := projectKernel(t, "../../examples/parseconfig", "provider-replay", "", c, func(o *task.Options) { o.Provider, o.Model = "", "" })
+	_, err = tasks.Run(context.Background(), task.Request{Prompt: "say hi", Yes: true}, func(agent.Event) {})
+	if !uerr.HasCode(err, task.CodeNoProvider) || !strings.Contains(uerr.From(err).Fix, "fluffy init") {
 		t.Fatalf("a task with no provider anywhere: %v", err)
 	}
-	_, err = tasks.Run(context.Background(), kernel.TaskRequest{Prompt: "say hi", Yes: true, Provider: "provider-nonesuch"}, func(agent.Event) {})
-	if !uerr.HasCode(err, kernel.CodeNoProvider) {
+	_, err = tasks.Run(context.Background(), task.Request{Prompt: "say hi", Yes: true, Provider: "provider-nonesuch"}, func(agent.Event) {})
+	if !uerr.HasCode(err, task.CodeNoProvider) {
 		t.Fatalf("a task naming an unloaded provider: %v", err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
 )
@@ -35,7 +35,7 @@ func TestPersistentOverloadIsNotRetriedTwice(t *testing.T) {
 	var ev events
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig", Yes: true}, ev.add)
+	done, err := tasks.Run(ctx, task.Request{Prompt: "add error handling to parseConfig", Yes: true}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}

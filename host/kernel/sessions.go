@@ -13,6 +13,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/state"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
 	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
@@ -171,7 +172,7 @@ func (k *Kernel) ArchiveSession(ctx context.Context, id string, force, running b
 	}
 	res := ArchiveResult{Archived: id, Current: served}
 	if id == served && running {
-		return res, uerr.New(CodeTaskRunning, "session "+id+" has a running task", "archiving it would pull the session from under the task",
+		return res, uerr.New(task.CodeTaskRunning, "session "+id+" has a running task", "archiving it would pull the session from under the task",
 			"wait for the task to finish or cancel it (Ctrl-C in the REPL, `fluffy attach` then Ctrl-C), then archive")
 	}
 	if sum.Pending > 0 {
@@ -211,7 +212,7 @@ func (k *Kernel) ArchiveSession(ctx context.Context, id string, force, running b
 // to serve the new one; a running task refuses it.
 func (k *Kernel) NewSession(running bool) (string, error) {
 	if running {
-		return "", uerr.New(CodeTaskRunning, "a task is running in session "+k.Session.ID(),
+		return "", uerr.New(task.CodeTaskRunning, "a task is running in session "+k.Session.ID(),
 			"the kernel serves one session at a time and would have to leave it", "wait for the task to finish or cancel it, then start a new session")
 	}
 	id := newSessionID(time.Now())
@@ -231,7 +232,7 @@ func (k *Kernel) ResumeSession(id string, running bool) (SessionSummary, bool, e
 	}
 	sw := id != k.Session.ID()
 	if sw && running {
-		return SessionSummary{}, false, uerr.New(CodeTaskRunning, "a task is running in session "+k.Session.ID(),
+		return SessionSummary{}, false, uerr.New(task.CodeTaskRunning, "a task is running in session "+k.Session.ID(),
 			"the kernel serves one session at a time and would have to leave it", "wait for the task to finish or cancel it, then resume "+id)
 	}
 	if _, err := k.SessionStore.Resume(id); err != nil {

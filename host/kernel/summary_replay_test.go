@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/providertest"
 )
 
@@ -74,14 +74,14 @@ func TestReplayAfterSummaryWithOpenAI(t *testing.T) {
 	fake := &summaryFake{scripts: openAIScripts(t, "../../examples/cassettes/parseconfig.jsonl")}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	small := func(o *kernel.TaskOptions) { o.ContextWindow = 1 } // the history budget's floor: 1000 tokens
+	small := func(o *task.Options) { o.ContextWindow = 1 } // the history budget's floor: 1000 tokens
 	cfg, _ := json.Marshal(map[string]string{"base_url": srv.URL + "/v1", "api_key": "sk-test-not-a-real-key", "model": "gpt-4.1"})
 	_, tasks, _ := projectKernel(t, "../../examples/parseconfig", "provider-openai", "gpt-4.1", cfg, small)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	prompt := "add error handling to parseConfig"
 	var ev events
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: prompt, Yes: true, Record: true}, ev.add)
+	done, err := tasks.Run(ctx, task.Request{Prompt: prompt, Yes: true, Record: true}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestReplayAfterSummaryWithOpenAI(t *testing.T) {
 	rcfg, _ := json.Marshal(map[string]string{"cassette": string(data)})
 	_, replayTasks, _ := projectKernel(t, "../../examples/parseconfig", "provider-replay", "replay", rcfg, small)
 	var ev2 events
-	done2, err := replayTasks.Run(ctx, kernel.TaskRequest{Prompt: prompt, Yes: true, Record: true}, ev2.add)
+	done2, err := replayTasks.Run(ctx, task.Request{Prompt: prompt, Yes: true, Record: true}, ev2.add)
 	if err != nil || done2.Status != agent.StatusDone {
 		t.Fatalf("replaying the recording: %v %+v\ntools: %v", err, done2, ev2.tools())
 	}

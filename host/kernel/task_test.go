@@ -21,6 +21,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/internal/kerneltest"
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
@@ -67,7 +68,7 @@ func git(t *testing.T, dir string, args ...string) string {
 
 // taskKernel opens a docker kernel on a fresh copy of examples/parseconfig
 // (a git repository with one commit) whose provider replays cassette.
-func taskKernel(t *testing.T, cassette string) (*kernel.Kernel, *kernel.Tasks, string) {
+func taskKernel(t *testing.T, cassette string) (*kernel.Kernel, *task.Tasks, string) {
 	t.Helper()
 	data, err := os.ReadFile(cassette)
 	if err != nil {
@@ -78,13 +79,13 @@ func taskKernel(t *testing.T, cassette string) (*kernel.Kernel, *kernel.Tasks, s
 }
 
 // providerKernel is taskKernel with any provider plugin and its config.
-func providerKernel(t *testing.T, providerName, model string, cfg []byte) (*kernel.Kernel, *kernel.Tasks, string) {
+func providerKernel(t *testing.T, providerName, model string, cfg []byte) (*kernel.Kernel, *task.Tasks, string) {
 	t.Helper()
 	return projectKernel(t, "../../examples/parseconfig", providerName, model, cfg)
 }
 
 // projectKernel opens a docker kernel on a fresh git copy of project src.
-func projectKernel(t *testing.T, src, providerName, model string, cfg []byte, opts ...func(*kernel.TaskOptions)) (*kernel.Kernel, *kernel.Tasks, string) {
+func projectKernel(t *testing.T, src, providerName, model string, cfg []byte, opts ...func(*task.Options)) (*kernel.Kernel, *task.Tasks, string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the end-to-end task tests need git on PATH")
@@ -117,7 +118,7 @@ func projectKernel(t *testing.T, src, providerName, model string, cfg []byte, op
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Close)
-	to := kernel.TaskOptions{Provider: providerName, Model: model, Logger: log}
+	to := task.Options{Provider: providerName, Model: model, Logger: log}
 	for _, o := range opts {
 		o(&to)
 	}
@@ -192,7 +193,7 @@ func TestStrictTaskEndToEnd(t *testing.T) {
 	var ev events
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig", Yes: true}, ev.add)
+	done, err := tasks.Run(ctx, task.Request{Prompt: "add error handling to parseConfig", Yes: true}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestSourceFirstIsRefusedThenRecovers(t *testing.T) {
 	defer cancel()
 	// No terminal and no --yes: the task gets to a mergeable change and
 	// stops there, the project untouched.
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig"}, ev.add)
+	done, err := tasks.Run(ctx, task.Request{Prompt: "add error handling to parseConfig"}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestSourceFirstIsRefusedThenRecovers(t *testing.T) {
 		t.Fatal("merged without a person and without --yes")
 	}
 	// With --yes the session continues where it stopped and merges.
-	done, err = tasks.Run(ctx, kernel.TaskRequest{Prompt: "merge it", Yes: true}, ev.add)
+	done, err = tasks.Run(ctx, task.Request{Prompt: "merge it", Yes: true}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestStrictTaskWithOpenAI(t *testing.T) {
 	var ev events
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig", Yes: true, Record: true}, ev.add)
+	done, err := tasks.Run(ctx, task.Request{Prompt: "add error handling to parseConfig", Yes: true, Record: true}, ev.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +367,7 @@ func TestStrictTaskWithOpenAI(t *testing.T) {
 	}
 	_, replayTasks, ws2 := taskKernel(t, file)
 	var ev2 events
-	done2, err := replayTasks.Run(ctx, kernel.TaskRequest{Prompt: "add error handling to parseConfig", Yes: true, Record: true}, ev2.add)
+	done2, err := replayTasks.Run(ctx, task.Request{Prompt: "add error handling to parseConfig", Yes: true, Record: true}, ev2.add)
 	if err != nil || done2.Status != agent.StatusDone {
 		t.Fatalf("replaying the recording: %v %+v\ntools: %v", err, done2, ev2.tools())
 	}
@@ -511,7 +512,7 @@ func TestStrictTaskInOtherLanguages(t *testing.T) {
 			var ev events
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			done, err := tasks.Run(ctx, kernel.TaskRequest{Prompt: "add sub to calc", Yes: true}, ev.add)
+			done, err := tasks.Run(ctx, task.Request{Prompt: "add sub to calc", Yes: true}, ev.add)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/callbacks"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
@@ -95,7 +96,7 @@ func TestCapabilityTokensThroughTheCallback(t *testing.T) {
 	if r.Token == "" || r.CapErr != "" {
 		t.Fatalf("token for a.txt: %+v", r)
 	}
-	want := []string{"ok", CodeTokenInvalid, "ok", CodeTokenInvalid}
+	want := []string{"ok", callbacks.CodeTokenInvalid, "ok", callbacks.CodeTokenInvalid}
 	if got := prefixes(r.Reads); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("reads %q, want %v", r.Reads, want)
 	}
@@ -120,7 +121,7 @@ func TestCapabilityTokensThroughTheCallback(t *testing.T) {
 		}
 	}
 	// A made-up token is refused, not treated as "no token".
-	if r := callFixture(t, k, "fx.token", map[string]any{"token": "cap_forged", "path": "a.txt", "nonces": []uint64{1}}); !strings.HasPrefix(r.Reads[0], CodeTokenInvalid) || !strings.Contains(r.Reads[0], "unknown token") {
+	if r := callFixture(t, k, "fx.token", map[string]any{"token": "cap_forged", "path": "a.txt", "nonces": []uint64{1}}); !strings.HasPrefix(r.Reads[0], callbacks.CodeTokenInvalid) || !strings.Contains(r.Reads[0], "unknown token") {
 		t.Fatalf("forged token: %+v", r)
 	}
 
@@ -187,7 +188,7 @@ func TestCapabilityTokensThroughTheCallback(t *testing.T) {
 	if err := k.Plugins.Restart(ctx, "fixture"); err != nil {
 		t.Fatal(err)
 	}
-	if got := callFixture(t, k, "fx.token", map[string]any{"token": r.Token, "path": "a.txt", "nonces": []uint64{1}}); !strings.HasPrefix(got.Reads[0], CodeTokenInvalid) {
+	if got := callFixture(t, k, "fx.token", map[string]any{"token": r.Token, "path": "a.txt", "nonces": []uint64{1}}); !strings.HasPrefix(got.Reads[0], callbacks.CodeTokenInvalid) {
 		t.Fatalf("a token of the stopped instance still reads: %+v", got)
 	}
 }
@@ -199,18 +200,18 @@ func TestCapabilityIssuanceIsRateLimited(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("A"), 0o644)
 	k := fixtureKernel(t, ws, fixtureManifest, Options{})
 	var limited, issued int
-	for i := 0; i < CapabilityBurst+10; i++ {
+	for i := 0; i < callbacks.CapabilityBurst+10; i++ {
 		r := callFixture(t, k, "fx.token", map[string]any{"path": "a.txt", "max_ops": 1})
 		switch {
 		case r.Token != "":
 			issued++
-		case strings.Contains(r.CapErr, CodeRateLimited):
+		case strings.Contains(r.CapErr, callbacks.CodeRateLimited):
 			limited++
 		default:
 			t.Fatalf("request %d: %+v", i, r)
 		}
 	}
-	if limited == 0 || issued > CapabilityBurst+CapabilityRate*5 {
+	if limited == 0 || issued > callbacks.CapabilityBurst+callbacks.CapabilityRate*5 {
 		t.Fatalf("%d issued, %d rate limited", issued, limited)
 	}
 	t.Logf("%d capability tokens issued, %d requests rate limited", issued, limited)
@@ -228,7 +229,7 @@ func TestUndeclaredCapabilityIsRefused(t *testing.T) {
 	}
 	k := fixtureKernel(t, ws, undeclared, Options{})
 	r := callFixture(t, k, "fx.kernel", map[string]any{"path": "a.txt"})
-	if r.Content != "" || !strings.Contains(r.ReadErr, CodeCapabilityUndeclared) || !strings.Contains(r.CapErr, CodeCapabilityUndeclared) || r.Token != "" {
+	if r.Content != "" || !strings.Contains(r.ReadErr, callbacks.CodeCapabilityUndeclared) || !strings.Contains(r.CapErr, callbacks.CodeCapabilityUndeclared) || r.Token != "" {
 		t.Fatalf("undeclared fs.read: %+v", r)
 	}
 	ctx := context.Background()

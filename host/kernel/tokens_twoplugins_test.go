@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluffy-waffle/fluffy/host/callbacks"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/internal/testbin"
 	"github.com/fluffy-waffle/fluffy/manifests"
@@ -73,7 +74,7 @@ func TestTwoPluginsCannotUseEachOthersTokens(t *testing.T) {
 	for i, p := range names {
 		other := names[1-i]
 		r := call(p, map[string]any{"token": tokens[other], "path": "a.txt", "nonces": []uint64{2}})
-		if len(r.Reads) != 1 || !strings.HasPrefix(r.Reads[0], CodeTokenInvalid) || !strings.Contains(r.Reads[0], "bound to another") {
+		if len(r.Reads) != 1 || !strings.HasPrefix(r.Reads[0], callbacks.CodeTokenInvalid) || !strings.Contains(r.Reads[0], "bound to another") {
 			t.Fatalf("%s used %s's token: %+v", p, other, r)
 		}
 		// Its own token still works: the refusal did not disturb it.

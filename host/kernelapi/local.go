@@ -9,6 +9,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/registry"
 	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
 )
@@ -16,7 +17,7 @@ import (
 // Names of the kernel's a CLI needs without importing it.
 const (
 	// CodeNoProvider: a task needs a provider and none is configured.
-	CodeNoProvider = kernel.CodeNoProvider
+	CodeNoProvider = task.CodeNoProvider
 	// SandboxNone runs plugins without an L2 sandbox (development only).
 	SandboxNone = kernel.SandboxNone
 	// EnvHostGoCache names the host's Go build cache for a kernel in L1.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/config"
-	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/modelprofile"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
@@ -131,10 +131,10 @@ func readBounded(path string, max int64) ([]byte, error) {
 
 // TaskOptions are the task runner's settings from the config: its
 // provider and model are the default of a task that names none.
-func TaskOptions(cfg *config.Config) kernel.TaskOptions {
+func TaskOptions(cfg *config.Config) task.Options {
 	p := cfg.String("provider")
 	model := ModelFor(cfg, p, false)
-	return kernel.TaskOptions{
+	return task.Options{
 		Provider: ProviderPlugin(p), Model: model,
 		Limits: agent.Limits{
 			MaxTurns: cfg.Int("agent.max_turns"), MaxTokens: int64(cfg.Int("agent.max_tokens")),

@@ -13,6 +13,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/router"
 	"github.com/fluffy-waffle/fluffy/host/state"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/host/workspace"
 	"github.com/fluffy-waffle/fluffy/lib/textsafe"
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
@@ -25,7 +26,7 @@ import (
 type Service struct {
 	d       *daemon.Daemon
 	k       *kernel.Kernel
-	t       *kernel.Tasks // nil: tasks are not possible, see openErr
+	t       *task.Tasks // nil: tasks are not possible, see openErr
 	openErr error
 	// cancelOnDisconnect is agent.on_disconnect: cancel.
 	cancelOnDisconnect bool
@@ -83,7 +84,7 @@ func (s *Service) taskRun(ctx context.Context, req *ipc.Request) (any, error) {
 	if s.cancelOnDisconnect {
 		tctx = ctx
 	}
-	done, err := s.t.Run(tctx, kernel.TaskRequest{Prompt: p.Prompt, Yes: p.Yes, Interactive: p.Interactive, Mode: p.Mode,
+	done, err := s.t.Run(tctx, task.Request{Prompt: p.Prompt, Yes: p.Yes, Interactive: p.Interactive, Mode: p.Mode,
 		Provider: ProviderPlugin(p.Provider), Model: p.Model, ProviderConfig: p.ProviderConfig, Record: p.Record, MaxCostUSD: p.MaxCostUSD, ProviderName: p.Provider},
 		func(ev agent.Event) { _ = req.Emit(ev) })
 	if err != nil {
@@ -249,7 +250,7 @@ func (s *Service) sessionArchive(ctx context.Context, req *ipc.Request) (any, er
 // sessionUndo drops the session's newest proposed change.
 func (s *Service) sessionUndo(ctx context.Context, req *ipc.Request) (any, error) {
 	if s.running() {
-		return nil, uerr.New(kernel.CodeTaskRunning, "a task is running", "/undo changes the session's proposed changes, which the running task works on", "wait for the task or cancel it first")
+		return nil, uerr.New(task.CodeTaskRunning, "a task is running", "/undo changes the session's proposed changes, which the running task works on", "wait for the task or cancel it first")
 	}
 	var last *workspace.Change
 	for _, c := range s.k.Session.Changes() {

@@ -16,6 +16,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/scheduler"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/plugins/provider"
 	"github.com/fluffy-waffle/fluffy/plugins/provider/cassette"
 )
@@ -26,7 +27,7 @@ import (
 // build` put under cfg.bin/plugins.
 type taskEnv struct {
 	k     *kernel.Kernel
-	tasks *kernel.Tasks
+	tasks *task.Tasks
 	ws    string
 	home  string
 	keep  bool
@@ -104,7 +105,7 @@ func openTaskEnv(cfg config, cassetteData []byte, extra int, sched scheduler.Con
 		os.RemoveAll(home)
 		return nil, err
 	}
-	tasks, err := k.OpenTasks(ctx, kernel.TaskOptions{Provider: "provider-replay", Model: "replay", Logger: log})
+	tasks, err := k.OpenTasks(ctx, task.Options{Provider: "provider-replay", Model: "replay", Logger: log})
 	if err != nil {
 		k.Close()
 		os.RemoveAll(ws)
@@ -136,7 +137,7 @@ func (e *taskEnv) run(prompt, mode string, onEvent func(agent.Event)) ([]agent.E
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	done, err := e.tasks.Run(ctx, kernel.TaskRequest{Prompt: prompt, Mode: mode, Yes: true}, func(ev agent.Event) {
+	done, err := e.tasks.Run(ctx, task.Request{Prompt: prompt, Mode: mode, Yes: true}, func(ev agent.Event) {
 		mu.Lock()
 		evs = append(evs, ev)
 		mu.Unlock()

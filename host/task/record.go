@@ -1,4 +1,4 @@
-package kernel
+package task
 
 import (
 	"bytes"
@@ -59,10 +59,10 @@ func (r *recorder) turn(req provider.ChatRequest, events []provider.Event) (json
 	return append(json.RawMessage(nil), line...), nil
 }
 
-// configSecrets collects the secret values of the plugins' configurations
+// ConfigSecrets collects the secret values of the plugins' configurations
 // (string values under a key naming a key, token, secret or password),
 // longest first so a secret containing another is blanked whole.
-func configSecrets(cfgs map[string][]byte) []string {
+func ConfigSecrets(cfgs map[string][]byte) []string {
 	var out []string
 	var walk func(key string, v any)
 	walk = func(key string, v any) {

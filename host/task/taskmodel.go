@@ -1,4 +1,4 @@
-package kernel
+package task
 
 import (
 	"context"
@@ -24,9 +24,7 @@ func (t *Tasks) taskModel(provider, providerName, model string, cfg []byte, maxC
 		BaseURL string `json:"base_url"`
 	}
 	if cfg == nil {
-		t.k.provMu.Lock()
-		cfg = t.k.pluginConfig[provider]
-		t.k.provMu.Unlock()
+		cfg = t.k.Providers.Config(provider)
 	}
 	_ = json.Unmarshal(cfg, &c)
 	if model == "" {
@@ -89,7 +87,7 @@ func loopback(base string) bool {
 
 // brief is the project's part of the system prompt for the paths touched.
 func (t *Tasks) brief(touched []string) string {
-	root := os.DirFS(t.k.workspace)
+	root := os.DirFS(t.k.Workspace)
 	var langs []string
 	for _, l := range brief.DetectLanguages(root) {
 		langs = append(langs, l.String())

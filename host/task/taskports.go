@@ -1,4 +1,4 @@
-package kernel
+package task
 
 import (
 	"context"
@@ -142,7 +142,7 @@ func (a toolApprover) Review(ctx context.Context, r router.ReviewRequest) (route
 	ev := agent.ReviewEvent{Kind: "tool", Summary: sum, Scopes: []string{router.ScopeOnce, router.ScopeSession}}
 	// "always" is offered when the policy can say exactly this: the
 	// event carries the change it would propose.
-	prop, perr := a.t.am.propose(r, a.t.k.mcpBridge(r.Plugin))
+	prop, perr := a.t.am.propose(r, a.t.k.MCPBridge != nil && a.t.k.MCPBridge(r.Plugin))
 	if perr == nil {
 		ev.Scopes = append(ev.Scopes, router.ScopeAlways)
 		ev.Policy = prop.change(a.t.am.path)
@@ -177,9 +177,9 @@ func (tt *taskTools) List() []agent.Tool {
 	k := tt.t.k
 	var out []agent.Tool
 	seen := map[string]bool{}
-	for _, n := range k.kernelTools.names() {
-		if t, ok := k.kernelTools.get(n); ok {
-			out = append(out, agent.Tool{Name: n, Summary: t.tool.Summary, Parameters: t.tool.ParametersJSON})
+	for _, n := range k.KernelTools.Names() {
+		if t, ok := k.KernelTools.Get(n); ok {
+			out = append(out, agent.Tool{Name: n, Summary: t.Summary, Parameters: t.ParametersJSON})
 			seen[n] = true
 		}
 	}
@@ -190,7 +190,7 @@ func (tt *taskTools) List() []agent.Tool {
 		if !ok || spec.Kind != base.KindTool {
 			continue
 		}
-		m, err := k.catalog.manifest(spec)
+		m, err := k.Catalog.Manifest(spec)
 		if err != nil {
 			continue
 		}
@@ -202,7 +202,7 @@ func (tt *taskTools) List() []agent.Tool {
 			out = append(out, agent.Tool{Name: mt.Name, Summary: mt.Summary, Parameters: mt.ParametersJSON})
 		}
 	}
-	for _, mt := range k.mcpAgentTools() {
+	for _, mt := range k.MCPTools() {
 		if !seen[mt.Name] {
 			seen[mt.Name] = true
 			out = append(out, agent.Tool{Name: mt.Name, Summary: mt.Summary, Parameters: mt.ParametersJSON})
@@ -215,10 +215,10 @@ func (tt *taskTools) Access(name string, args json.RawMessage) agent.Access {
 	if name == ToolTestRun {
 		return agent.Access{Exclusive: true}
 	}
-	if _, ok := tt.t.k.kernelTools.get(name); ok {
+	if _, ok := tt.t.k.KernelTools.Get(name); ok {
 		return agent.Access{Exclusive: true}
 	}
-	target, err := tt.t.k.catalog.Lookup("", name)
+	target, err := tt.t.k.Catalog.Lookup("", name)
 	if err != nil {
 		return agent.Access{}
 	}
@@ -311,7 +311,7 @@ func targetOf(args json.RawMessage) string {
 // hashes are cached by inode, size and times, so only changed files are
 // read again.
 type viewHasher struct {
-	k     *Kernel
+	k     *Deps
 	mu    sync.Mutex
 	cache map[string]fileSum
 }
@@ -321,7 +321,7 @@ type fileSum struct {
 	sum                     string
 }
 
-func newViewHasher(k *Kernel) *viewHasher { return &viewHasher{k: k, cache: map[string]fileSum{}} }
+func newViewHasher(k *Deps) *viewHasher { return &viewHasher{k: k, cache: map[string]fileSum{}} }
 
 func (h *viewHasher) hash(ctx context.Context) (string, error) {
 	spec, ok := h.k.Plugins.Spec(testPlugin)
@@ -329,7 +329,7 @@ func (h *viewHasher) hash(ctx context.Context) (string, error) {
 		spec.Name, spec.Kind = testPlugin, base.KindTool
 	}
 	// The reader the test plugin's own view is prepared for (views.View).
-	v, err := h.k.Session.Prepare(ctx, workspace.Reader{Caller: callerOf(spec, ""), SessionMode: h.k.sessionMode, Sandbox: h.k.sandboxOf(spec)})
+	v, err := h.k.Session.Prepare(ctx, workspace.Reader{Caller: h.k.Caller(spec, ""), SessionMode: h.k.SessionMode, Sandbox: h.k.Sandbox(spec)})
 	if err != nil {
 		return "", err
 	}

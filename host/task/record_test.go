@@ -1,4 +1,4 @@
-package kernel
+package task
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 func TestRecorderWritesFinishedTurnsWithoutSecrets(t *testing.T) {
 	const key = "sk-live-0123456789abcdef"
-	secrets := configSecrets(map[string][]byte{
+	secrets := ConfigSecrets(map[string][]byte{
 		"provider-openai": []byte(`{"base_url":"http://x/v1","api_key":"` + key + `","model":"m"}`),
 		"other":           []byte(`{"nested":{"auth_token":"tok-ABCDEFGH"},"short_key":"abc"}`),
 	})

@@ -1,4 +1,4 @@
-package kernel
+package callbacks
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/fluffy-waffle/fluffy/host/audit"
 	"github.com/fluffy-waffle/fluffy/host/router"
@@ -23,11 +25,68 @@ import (
 	"github.com/fluffy-waffle/fluffy/policy/token"
 )
 
+// Policy judges every callback and issues capability tokens.
+type Policy interface {
+	Evaluate(ctx context.Context, req policy.Request) policy.Result
+	Issue(ctx context.Context, req policy.Request, scope token.Scope) (token.Token, policy.Result, error)
+}
+
+// Auditor records what the callbacks decide. Its methods report no error:
+// a failed append is the auditor's to log, the plugin's call goes on.
+type Auditor interface {
+	Append(ctx context.Context, ev audit.Event)
+	RecordDecision(ctx context.Context, req policy.Request, res policy.Result, d time.Duration)
+	RecordCapability(ctx context.Context, plugin, instance string, t token.Token)
+}
+
+// Views opens a plugin's own view of the session (the project with the
+// changeset applied, minus what the policy denies it).
+type Views interface {
+	ViewRoot(plugin string) (*confine.Root, error)
+}
+
+// Options are the service's dependencies.
+type Options struct {
+	Policy Policy
+	Audit  Auditor
+	Views  Views
+	Logger hclog.Logger
+	// Caller is who an instance of spec is to the policy.
+	Caller func(spec supervisor.Spec, instance string) policy.Caller
+	// Sandbox names the L2 sandbox spec's instances run in ("" when the
+	// kernel does not sandbox plugins); a rule's require_sandbox sees it.
+	Sandbox func(spec supervisor.Spec) string
+	// Progress receives the plugins' progress lines (nil: dropped).
+	Progress func(string)
+}
+
+// Service builds the callback service of each plugin instance.
+type Service struct {
+	o Options
+}
+
+// New returns the service; o.Logger may be nil.
+func New(o Options) *Service {
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	return &Service{o: o}
+}
+
+// For is the callback service of one instance (supervisor.Options'
+// KernelService): every call is attributed to that instance, so a plugin
+// cannot ask on another's behalf, and tokens are bound to it. peer says
+// what the instance runs as, read at each call.
+func (s *Service) For(instanceID string, spec supervisor.Spec, peer func() supervisor.Peer) kernel.Service {
+	return &callbacks{Options: s.o, instance: instanceID, spec: spec, peer: peer,
+		limit: newCallbackLimiter(CallbackRate, CallbackBurst, time.Now),
+		issue: newCallbackLimiter(CapabilityRate, CapabilityBurst, time.Now)}
+}
+
 // callbacks is the kernel service one plugin instance reaches through its
-// GRPCBroker. Every call is attributed to that instance: a plugin cannot
-// ask on another's behalf, and tokens are bound to it.
+// GRPCBroker.
 type callbacks struct {
-	k        *Kernel
+	Options
 	instance string
 	spec     supervisor.Spec
 	peer     func() supervisor.Peer
@@ -36,12 +95,6 @@ type callbacks struct {
 }
 
 var _ kernel.Service = (*callbacks)(nil)
-
-func (k *Kernel) kernelService(instanceID string, spec supervisor.Spec, peer func() supervisor.Peer) kernel.Service {
-	return &callbacks{k: k, instance: instanceID, spec: spec, peer: peer,
-		limit: newCallbackLimiter(CallbackRate, CallbackBurst, time.Now),
-		issue: newCallbackLimiter(CapabilityRate, CapabilityBurst, time.Now)}
-}
 
 // Capability tokens: an instance may be issued
 // CapabilityRate tokens a second beyond a burst of CapabilityBurst; the
@@ -116,25 +169,23 @@ func (c *callbacks) admit(ctx context.Context, what string) error {
 		return nil
 	}
 	if first {
-		c.k.log.Warn("plugin callbacks rate limited", "plugin", c.spec.Name, "instance", c.instance, "rate", CallbackRate, "burst", CallbackBurst)
-		if c.k.Audit != nil {
-			_, _ = c.k.Audit.Append(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: what, Caller: c.spec.Name,
-				PolicyDecision: audit.DecisionDenied, DenyReason: fmt.Sprintf("rate limited: more than %d kernel callbacks a second (burst %d) from instance %s; further refusals in this run are not recorded", CallbackRate, CallbackBurst, c.instance),
-				SandboxID: c.instance})
-		}
+		c.Logger.Warn("plugin callbacks rate limited", "plugin", c.spec.Name, "instance", c.instance, "rate", CallbackRate, "burst", CallbackBurst)
+		c.Audit.Append(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: what, Caller: c.spec.Name,
+			PolicyDecision: audit.DecisionDenied, DenyReason: fmt.Sprintf("rate limited: more than %d kernel callbacks a second (burst %d) from instance %s; further refusals in this run are not recorded", CallbackRate, CallbackBurst, c.instance),
+			SandboxID: c.instance})
 	}
 	return uerr.New(CodeRateLimited, fmt.Sprintf("too many kernel calls from %s", c.spec.Name),
 		fmt.Sprintf("an instance may make %d kernel calls a second (burst %d)", CallbackRate, CallbackBurst), "slow down; batch reads")
 }
 
-func (c *callbacks) caller() policy.Caller { return callerOf(c.spec, c.instance) }
+func (c *callbacks) caller() policy.Caller { return c.Caller(c.spec, c.instance) }
 
 // request is the policy request of a callback: the plugin runs in its L2
 // sandbox (if this kernel sandboxes plugins), so the request says so and a
 // rule's require_sandbox sees it; and it carries the peer the instance was
 // launched as, so tokens are issued to and checked against it.
 func (c *callbacks) request(syscall, path string) policy.Request {
-	req := policy.Request{Syscall: syscall, Path: path, Caller: c.caller(), Sandbox: c.k.sandboxOf(c.spec)}
+	req := policy.Request{Syscall: syscall, Path: path, Caller: c.caller(), Sandbox: c.Sandbox(c.spec)}
 	if c.peer != nil {
 		p := c.peer()
 		req.Peer = policy.Peer{PID: p.PID, ContainerID: p.ContainerID}
@@ -151,7 +202,7 @@ func (c *callbacks) declared(ctx context.Context, syscall, path string) error {
 	}
 	why := fmt.Sprintf("plugin %s's manifest does not list %s in required_capabilities (it lists: %s)",
 		c.spec.Name, syscall, listOrNone(c.spec.Capabilities))
-	c.k.auditor().append(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: syscall, Caller: c.spec.Name,
+	c.Audit.Append(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: syscall, Caller: c.spec.Name,
 		PolicyDecision: audit.DecisionDenied, DenyReason: why, SandboxID: c.instance, Metadata: map[string]string{audit.MetaPath: path}})
 	return uerr.New(CodeCapabilityUndeclared, fmt.Sprintf("%s by %s refused: capability not declared", syscall, c.spec.Name), why,
 		fmt.Sprintf("add %s to required_capabilities in the plugin's plugin.yaml and reinstall it (you approve the list at install)", syscall))
@@ -166,8 +217,8 @@ func listOrNone(l []string) string {
 
 func (c *callbacks) judge(ctx context.Context, req policy.Request) error {
 	t0 := time.Now()
-	res := c.k.Policy.Evaluate(ctx, req)
-	c.k.auditor().RecordDecision(ctx, req, res, time.Since(t0))
+	res := c.Policy.Evaluate(ctx, req)
+	c.Audit.RecordDecision(ctx, req, res, time.Since(t0))
 	if res.Enforced == policy.Allow {
 		return nil
 	}
@@ -182,10 +233,10 @@ func (c *callbacks) judge(ctx context.Context, req policy.Request) error {
 // judgeToken allows req only through the token it presents.
 func (c *callbacks) judgeToken(ctx context.Context, req policy.Request) error {
 	t0 := time.Now()
-	res := c.k.Policy.Evaluate(ctx, req)
+	res := c.Policy.Evaluate(ctx, req)
 	d := time.Since(t0)
 	if res.ByToken && res.Enforced == policy.Allow {
-		c.k.auditor().RecordDecision(ctx, req, res, d)
+		c.Audit.RecordDecision(ctx, req, res, d)
 		return nil
 	}
 	why := "capability token " + req.Token.ID + ": " + res.TokenStatus
@@ -198,7 +249,7 @@ func (c *callbacks) judgeToken(ctx context.Context, req policy.Request) error {
 	}
 	ev := router.DecisionEvent(req, res, d)
 	ev.PolicyDecision, ev.DenyReason, ev.CapabilityID = audit.DecisionDenied, why, req.Token.ID
-	c.k.auditor().append(ctx, ev)
+	c.Audit.Append(ctx, ev)
 	return uerr.New(CodeTokenInvalid, fmt.Sprintf("%s of %s by %s refused: capability token not accepted", req.Syscall, req.Path, c.spec.Name),
 		textsafe.Line(why, 300), "request a new token (RequestCapability) for this syscall and path, and use each nonce once, increasing")
 }
@@ -214,7 +265,7 @@ func (c *callbacks) RequestCapability(ctx context.Context, syscall, pathGlob str
 	}
 	if ok, first := c.issue.allow(); !ok {
 		if first {
-			c.k.auditor().append(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: "kernel.request_capability", Caller: c.spec.Name,
+			c.Audit.Append(ctx, audit.Event{Type: audit.EventSyscall, SyscallType: "kernel.request_capability", Caller: c.spec.Name,
 				PolicyDecision: audit.DecisionDenied, SandboxID: c.instance,
 				DenyReason: fmt.Sprintf("rate limited: more than %d capability tokens a second (burst %d) for instance %s; further refusals in this run are not recorded", CapabilityRate, CapabilityBurst, c.instance)})
 		}
@@ -231,8 +282,8 @@ func (c *callbacks) RequestCapability(ctx context.Context, syscall, pathGlob str
 	}
 	req := c.request(syscall, pathGlob)
 	t0 := time.Now()
-	tok, res, err := c.k.Policy.Issue(ctx, req, token.Scope{Syscall: syscall, MaxOps: maxOps, TTL: ttl})
-	c.k.auditor().RecordDecision(ctx, req, res, time.Since(t0))
+	tok, res, err := c.Policy.Issue(ctx, req, token.Scope{Syscall: syscall, MaxOps: maxOps, TTL: ttl})
+	c.Audit.RecordDecision(ctx, req, res, time.Since(t0))
 	if err != nil {
 		return base.Capability{}, err
 	}
@@ -240,7 +291,7 @@ func (c *callbacks) RequestCapability(ctx context.Context, syscall, pathGlob str
 		return base.Capability{}, uerr.New("POLICY_DENIED", fmt.Sprintf("no capability for %s on %s", syscall, pathGlob),
 			strings.Join(res.Reasons, "; "), "capabilities are only issued where the policy allows the syscall outright")
 	}
-	c.k.auditor().RecordCapability(ctx, c.spec.Name, c.instance, tok)
+	c.Audit.RecordCapability(ctx, c.spec.Name, c.instance, tok)
 	return base.Capability{TokenID: tok.ID, Expires: tok.Expires}, nil
 }
 
@@ -276,7 +327,7 @@ func (c *callbacks) ReadFile(ctx context.Context, p string, maxBytes int64, use 
 	if err != nil {
 		return nil, "", err
 	}
-	root, err := c.k.Session.ViewRoot(c.spec.Name)
+	root, err := c.Views.ViewRoot(c.spec.Name)
 	if err != nil {
 		return nil, "", err
 	}
@@ -313,8 +364,8 @@ func (c *callbacks) ReportProgress(_ context.Context, message string, fraction f
 	if ok, _ := c.limit.allow(); !ok {
 		return nil // progress is advisory: dropping it is the coalescing
 	}
-	if c.k.progress != nil {
-		c.k.progress(fmt.Sprintf("plugin %s says: %s", c.spec.Name, textsafe.Line(message, maxProgressLine)))
+	if c.Progress != nil {
+		c.Progress(fmt.Sprintf("plugin %s says: %s", c.spec.Name, textsafe.Line(message, maxProgressLine)))
 	}
 	return nil
 }

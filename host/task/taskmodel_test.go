@@ -1,4 +1,4 @@
-package kernel
+package task
 
 import (
 	"strings"
@@ -27,7 +27,7 @@ func TestTaskModel(t *testing.T) {
 		{"unknown cloud model", "provider-openai", "openai", "my-finetune", "https://api.example.com/v1", modelprofile.Override{}, modelprofile.DefaultContextWindow, 0, false, "cost is unknown"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tasks := &Tasks{k: &Kernel{}, o: TaskOptions{ProfileOverride: c.override}}
+			tasks := &Tasks{k: &Deps{}, o: Options{ProfileOverride: c.override}}
 			m, notice := tasks.taskModel(c.plugin, c.provider, c.model, []byte(`{"base_url":"`+c.base+`"}`), 0)
 			if m.ContextWindow != c.wantWindow || m.ServerWindow != c.wantServer || (m.Cost != nil) != c.priced {
 				t.Fatalf("window %d server %d priced %v", m.ContextWindow, m.ServerWindow, m.Cost != nil)

@@ -1,4 +1,4 @@
-package kernel
+package task
 
 import (
 	"context"
@@ -35,8 +35,8 @@ const (
 // dropped; an attach asking for them gets what is left).
 const maxTaskEvents = 20000
 
-// TaskOptions configure the kernel's task runner.
-type TaskOptions struct {
+// Options configure the kernel's task runner.
+type Options struct {
 	// Provider is the provider plugin's name (provider-replay,
 	// provider-openai, ...); Model the model it is asked for.
 	Provider string
@@ -53,8 +53,8 @@ type TaskOptions struct {
 	ProfileOverride modelprofile.Override
 }
 
-// TaskRequest is one task as the CLI asks for it.
-type TaskRequest struct {
+// Request is one task as the CLI asks for it.
+type Request struct {
 	Prompt string
 	// Interactive means a person can answer reviews (review.respond).
 	// Yes lets a task without one merge a change that meets the
@@ -87,8 +87,8 @@ type TaskRequest struct {
 // Tasks runs the AI loop of the kernel's session: one task at a time,
 // every event kept for attach, reviews answered through Respond.
 type Tasks struct {
-	k   *Kernel
-	o   TaskOptions
+	k   *Deps
+	o   Options
 	mg  *state.Manager
 	m   *state.Machine
 	ag  *agent.Agent
@@ -124,24 +124,25 @@ type pendingReview struct {
 	scopes []string
 }
 
-// OpenTasks wires the workflow machine, the agent and the kernel tools for
+// Open wires the workflow machine, the agent and the kernel tools for
 // the kernel's session.
-func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
+func Open(ctx context.Context, k *Deps, o Options) (*Tasks, error) {
 	if o.Logger == nil {
-		o.Logger = k.log
+		o.Logger = k.Logger
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
 	}
 	// No provider here is not an error: each task may name its own
-	// (TaskRequest.Provider), and Run says so when neither does.
-	k.provMu.Lock()
-	k.provider = o.Provider
-	k.provMu.Unlock()
+	// (Request.Provider), and Run says so when neither does.
+	k.Providers.SetProvider(o.Provider)
 	t := &Tasks{k: k, o: o, log: o.Logger.Named("task"), subs: map[chan agent.Event]struct{}{},
 		reviews: map[string]pendingReview{}, approved: map[string]bool{}}
-	t.am = &amender{engine: k.Policy, path: policy.ProjectPath(k.workspace), pins: pin.NewStore(k.home), project: k.workspace, audit: Auditor{Log: k.Audit, Logger: o.Logger}}
+	t.am = &amender{engine: k.Policy, path: policy.ProjectPath(k.Workspace), pins: pin.NewStore(k.Home), project: k.Workspace, audit: k.Auditor}
 	t.hv = newViewHasher(k)
 	mg, err := state.NewManager(state.Options{
 		DB: k.ProjectDB, Audit: k.Audit, Policy: k.Policy, Approver: modeApprover{t},
-		Project: k.workspace, Logger: o.Logger,
+		Project: k.Workspace, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -164,14 +165,13 @@ func (k *Kernel) OpenTasks(ctx context.Context, o TaskOptions) (*Tasks, error) {
 		}
 	}
 	t.finishInterruptedCommit(ctx)
-	st := m.State
-	k.gateState.Store(&st)
+	k.GateState(m.State)
 	for _, kt := range mg.KernelTools() {
 		mt, err := kernelManifestTool(kt.Def)
 		if err != nil {
 			return nil, err
 		}
-		k.kernelTools.add(kt.Def.Name, kernelTool{tool: mt, handle: kt.Handle})
+		k.KernelTools.Add(kt.Def.Name, mt, kt.Handle)
 	}
 	t.ag = agent.New(agent.Options{
 		Session: k.Session.ID(), Model: providerModel{t: t}, ModelName: o.Model,
@@ -196,7 +196,7 @@ func (t *Tasks) Running() bool {
 
 // Run runs one task to its end; every event goes to emit (in order) and to
 // attached clients. The result is the task's done event.
-func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)) (agent.DoneEvent, error) {
+func (t *Tasks) Run(ctx context.Context, req Request, emit func(agent.Event)) (agent.DoneEvent, error) {
 	if strings.TrimSpace(req.Prompt) == "" {
 		return agent.DoneEvent{}, uerr.New("TASK_EMPTY", "the task is empty", "fluffy needs a sentence saying what to change", `run e.g. fluffy "add error handling to parseConfig"`)
 	}
@@ -236,7 +236,7 @@ func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)
 	}
 	// Switched while no task runs: the previous task's provider calls
 	// are over, so its instance can be replaced.
-	if err := t.k.useProvider(provider, req.ProviderConfig); err != nil {
+	if err := t.k.Providers.UseProvider(provider, req.ProviderConfig); err != nil {
 		t.mu.Unlock()
 		return agent.DoneEvent{}, err
 	}
@@ -245,7 +245,7 @@ func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)
 	t.yes, t.interactive = req.Yes, req.Interactive
 	t.rec = nil
 	if req.Record {
-		t.rec = newRecorder(t.k.configSecrets())
+		t.rec = newRecorder(t.k.Providers.Secrets())
 	}
 	t.events = t.events[:0]
 	ch := make(chan agent.Event, 4096)
@@ -279,7 +279,7 @@ func (t *Tasks) Run(ctx context.Context, req TaskRequest, emit func(agent.Event)
 	return done, nil
 }
 
-func (t *Tasks) run(ctx context.Context, req TaskRequest) agent.DoneEvent {
+func (t *Tasks) run(ctx context.Context, req Request) agent.DoneEvent {
 	if req.Mode != "" && req.Mode != string(t.m.Position().Mode) {
 		if _, err := t.m.SetMode(ctx, state.ModeRequest{Mode: state.Mode(req.Mode), Caller: policy.Caller{Kind: "user"}, Reason: "requested with --mode"}); err != nil {
 			ue := uerr.From(err)

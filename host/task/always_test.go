@@ -1,4 +1,4 @@
-package kernel
+package task_test
 
 import (
 	"bytes"
@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/fluffy-waffle/fluffy/host/agent"
 	"github.com/fluffy-waffle/fluffy/host/audit"
+	"github.com/fluffy-waffle/fluffy/host/kernel"
 	"github.com/fluffy-waffle/fluffy/host/router"
+	"github.com/fluffy-waffle/fluffy/host/task"
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
 	"github.com/fluffy-waffle/fluffy/manifests"
 	"github.com/fluffy-waffle/fluffy/plugins/tool"
@@ -76,7 +76,7 @@ func (f dispatchFunc) Dispatch(_ context.Context, _ string, call tool.Call, _ fu
 type alwaysFixture struct {
 	ws     string
 	file   string
-	tasks  *Tasks
+	tasks  *task.Tasks
 	router *router.Router
 	log    *audit.Log
 	engine *policy.Engine
@@ -123,13 +123,10 @@ func newAlwaysFixture(t *testing.T) *alwaysFixture {
 	disp := dispatchFunc(func(call tool.Call) (router.Dispatched, error) {
 		return router.Dispatched{Result: tool.Result{OK: true, Output: json.RawMessage(`{}`)}}, nil
 	})
-	k := &Kernel{Policy: eng, Audit: log, workspace: ws}
-	tasks := &Tasks{k: k, log: hclog.NewNullLogger(), interactive: true, subs: map[chan agent.Event]struct{}{},
-		reviews: map[string]pendingReview{}, approved: map[string]bool{},
-		am: &amender{engine: eng, path: file, pins: pins, project: ws, audit: Auditor{Log: log}}}
-	f := &alwaysFixture{ws: ws, file: file, pins: pins, tasks: tasks, log: log, engine: eng, events: make(chan agent.Event, 256),
+	events := make(chan agent.Event, 256)
+	tasks := task.NewReviewTasks(&task.Deps{Policy: eng, Audit: log, Workspace: ws}, file, pins, kernel.Auditor{Log: log}, events)
+	f := &alwaysFixture{ws: ws, file: file, pins: pins, tasks: tasks, log: log, engine: eng, events: events,
 		router: router.New(router.Options{Catalog: cat, Dispatcher: disp, Policy: eng, Audit: log})}
-	tasks.subs[f.events] = struct{}{}
 	return f
 }
 
@@ -137,7 +134,7 @@ func newAlwaysFixture(t *testing.T) *alwaysFixture {
 // raises and returns the person's answer. It returns the reviews seen.
 func (f *alwaysFixture) call(t *testing.T, path string, answer func(*agent.ReviewEvent) router.Approval) (router.Result, []*agent.ReviewEvent) {
 	t.Helper()
-	sess := &router.Session{ID: "s1", Mode: "explore", Caller: "model", Approver: toolApprover{f.tasks}}
+	sess := &router.Session{ID: "s1", Mode: "explore", Caller: "model", Approver: task.ToolApprover(f.tasks)}
 	done := make(chan router.Result, 1)
 	go func() {
 		done <- f.router.Call(context.Background(), sess, router.Call{Tool: "demo.write", Args: json.RawMessage(`{"path":"` + path + `"}`)})
@@ -184,8 +181,8 @@ func TestAlwaysBecomesAReviewedPolicyUpdate(t *testing.T) {
 					return router.Approval{Approved: true, Scope: router.ScopeAlways, By: "test"}
 				case "policy.update":
 					// A scope the review does not offer is refused.
-					if err := f.tasks.Respond(rv.ID, router.Approval{Approved: true, Scope: router.ScopeAlways}); uerr.From(err).Code != CodeScopeUnsupported {
-						t.Errorf("answering a policy.update review \"always\" = %v, want %s", err, CodeScopeUnsupported)
+					if err := f.tasks.Respond(rv.ID, router.Approval{Approved: true, Scope: router.ScopeAlways}); uerr.From(err).Code != task.CodeScopeUnsupported {
+						t.Errorf("answering a policy.update review \"always\" = %v, want %s", err, task.CodeScopeUnsupported)
 					}
 					return router.Approval{Approved: tc.approveUpdate, By: "test"}
 				}
@@ -273,8 +270,8 @@ func TestAlwaysOnlyWhereThePolicyCanSayIt(t *testing.T) {
 			t.Errorf("\"always\" offered on a policy edited on disk: %v", rv.Scopes)
 		}
 		err := f.tasks.Respond(rv.ID, router.Approval{Approved: true, Scope: router.ScopeAlways})
-		if uerr.From(err).Code != CodeScopeUnsupported {
-			t.Errorf("Respond always = %v, want %s", err, CodeScopeUnsupported)
+		if uerr.From(err).Code != task.CodeScopeUnsupported {
+			t.Errorf("Respond always = %v, want %s", err, task.CodeScopeUnsupported)
 		}
 		return router.Approval{Approved: true, Scope: router.ScopeOnce}
 	})

@@ -1,4 +1,4 @@
-package kernel
+package task
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func (f *finisher) Reached(ctx context.Context, emit func(agent.Event)) (agent.F
 	}
 	k := t.k
 	changes := k.Session.Changes()
-	review, err := t.merger.Plan(ctx, k.workspace, changes)
+	review, err := t.merger.Plan(ctx, k.Workspace, changes)
 	if err != nil {
 		return agent.Finish{}, err
 	}
@@ -103,7 +103,7 @@ func (f *finisher) Reached(ctx context.Context, emit func(agent.Event)) (agent.F
 		req, err := commit.FromMerge(op, commitMessage(t.taskText()), "fluffy", "fluffy@localhost")
 		var cr commit.Result
 		if err == nil {
-			cr, err = commit.Commit(ctx, k.Plugins, vcsPlugin, k.workspace, req)
+			cr, err = commit.Commit(ctx, k.Plugins, vcsPlugin, k.Workspace, req)
 		}
 		switch {
 		case err != nil:
@@ -152,7 +152,7 @@ func (t *Tasks) taskText() string {
 // sensitive is merge.Sensitive over the policy: a path whose fs.write the
 // policy sends to review is never merged without a person.
 func (t *Tasks) sensitive(ctx context.Context, path string) []string {
-	res := t.k.Policy.Evaluate(ctx, policy.Request{Syscall: "fs.write", Path: path, Caller: t.k.modelCaller(), SessionMode: string(t.m.Position().Mode), State: t.m.State()})
+	res := t.k.Policy.Evaluate(ctx, policy.Request{Syscall: "fs.write", Path: path, Caller: t.k.Providers.ModelCaller(), SessionMode: string(t.m.Position().Mode), State: t.m.State()})
 	if res.Enforced != policy.RequireReview {
 		return nil
 	}

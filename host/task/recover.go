@@ -1,4 +1,4 @@
-package kernel
+package task
 
 import (
 	"context"
@@ -42,9 +42,9 @@ func (t *Tasks) finishInterruptedCommit(ctx context.Context) {
 		req, err := commit.FromMerge(op, commitMessage(t.m.Status().Task), "fluffy", "fluffy@localhost")
 		if err == nil {
 			var done bool
-			if ref, done, err = commit.Landed(k.workspace, req); err == nil && !done {
+			if ref, done, err = commit.Landed(k.Workspace, req); err == nil && !done {
 				var cr commit.Result
-				cr, err = commit.Commit(ctx, k.Plugins, vcsPlugin, k.workspace, req)
+				cr, err = commit.Commit(ctx, k.Plugins, vcsPlugin, k.Workspace, req)
 				ref = cr.Commit
 			}
 		}

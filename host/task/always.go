@@ -1,4 +1,4 @@
-package kernel
+package task
 
 import (
 	"context"
@@ -169,7 +169,7 @@ func (a *amender) apply(ctx context.Context, p *proposal, session string) error 
 		return err
 	}
 	sum := sha256.Sum256(p.am.Content)
-	return a.audit.RecordPolicyChange(ctx, PolicyChangeRecord{
+	return a.audit.RecordPolicyChange(ctx, PolicyChange{
 		Path: a.path, OldHash: p.base, NewHash: hex.EncodeToString(sum[:]),
 		Replayed: p.prop.Replayed, Changes: len(p.prop.Changes), Breaking: p.prop.Breaking,
 		Via: "review: always", Added: p.am.String(), Session: session,
