@@ -68,6 +68,8 @@ func TestHostEdgesStayCut(t *testing.T) {
 		{"host/router", "host/state", "the router needs only the gate's review answer, not the workflow machine"},
 		{"host/workspace", "host/router", "the workspace ingests a proposal (host/proposal), it does not route calls"},
 		{"host/state", "host/scheduler", "a stage's scheduler task type is decided by whoever submits it"},
+		{"host/callbacks", "host/kernel", "the callback service declares what it needs of the kernel"},
+		{"host/task", "host/kernel", "the task runner is opened by the kernel over the dependencies task.Deps declares"},
 	} {
 		t.Run(c.pkg, func(t *testing.T) {
 			cmd := exec.Command("go", "list", "-deps", "./"+c.pkg)
