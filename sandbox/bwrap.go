@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,11 +30,33 @@ func BwrapUsable() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("bubblewrap is not installed: %w", err)
 	}
-	probe := exec.Command(path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true")
-	if out, err := probe.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("bubblewrap cannot create a sandbox here: %v: %s", err, textsafe.Line(string(out), 400))
+	// The probe binds the whole tree read-only, so a mount that the
+	// container engine adds or removes meanwhile (another container
+	// starting or stopping) fails it once with EINVAL or ENOENT: that
+	// says nothing about bubblewrap, and the answer is kept, so such a
+	// failure is tried again before it counts.
+	var out []byte
+	for attempt := 1; ; attempt++ {
+		probe := exec.Command(path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true")
+		if out, err = probe.CombinedOutput(); err == nil {
+			return path, nil
+		}
+		if attempt == probeAttempts || !mountRaced(string(out)) {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
 	}
-	return path, nil
+	return "", fmt.Errorf("bubblewrap cannot create a sandbox here: %v: %s", err, textsafe.Line(string(out), 400))
+}
+
+// probeAttempts bounds the retries of a probe that lost a mount race.
+const probeAttempts = 5
+
+// mountRaced says whether bwrap's output is a mount of the host tree that
+// changed under it, not a refusal of its namespaces.
+func mountRaced(out string) bool {
+	return (strings.Contains(out, "Can't bind mount") || strings.Contains(out, "Unable to apply mount flags")) &&
+		(strings.Contains(out, "Invalid argument") || strings.Contains(out, "No such file or directory"))
 }
 
 // CodeBwrapUnavailable: the bwrap sandbox was chosen and bubblewrap is
