@@ -24,7 +24,7 @@ import (
 	"github.com/fluffy-waffle/fluffy/lib/uerr"
 )
 
-// guardChildEnv runs TestDiskGuardChild as the process that fills the
+// guardChildEnv runs TestHelperDiskGuardFill as the process that fills the
 // disk: "<case> <mountpoint>".
 const guardChildEnv = "FLUFFY_STORE_GUARD_CHILD"
 
@@ -53,7 +53,7 @@ func TestDiskGuard(t *testing.T) {
 	needRoot(t)
 	for _, tc := range []struct {
 		name string
-		cs   string // what the child does: see TestDiskGuardChild
+		cs   string // what the child does: see TestHelperDiskGuardFill
 	}{
 		{"closed after space is freed", "freed"},
 		{"closed on the full disk", "full"},
@@ -63,7 +63,7 @@ func TestDiskGuard(t *testing.T) {
 			mnt := t.TempDir()
 			size := cliReserve() + 24<<20
 			mountTmpfs(t, mnt, size)
-			cmd := exec.Command(os.Args[0], "-test.run=^TestDiskGuardChild$", "-test.v")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDiskGuardFill$", "-test.v")
 			cmd.Env = append(os.Environ(), guardChildEnv+"="+tc.cs+" "+mnt)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
@@ -109,12 +109,12 @@ func TestDiskGuard(t *testing.T) {
 	}
 }
 
-// TestDiskGuardChild is TestDiskGuard's filling process; it does nothing
-// unless started by it.
-func TestDiskGuardChild(t *testing.T) {
+// TestHelperDiskGuardFill is TestDiskGuard's filling process, like the
+// package's other TestHelper processes: outside it there is nothing to do.
+func TestHelperDiskGuardFill(t *testing.T) {
 	var cs, mnt string
 	if _, err := fmt.Sscan(os.Getenv(guardChildEnv), &cs, &mnt); err != nil {
-		t.Skip("run by TestDiskGuard only")
+		return // not the helper process
 	}
 	ctx := context.Background()
 	dir := filepath.Join(mnt, "db")
